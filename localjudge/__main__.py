@@ -1,0 +1,3 @@
+from localjudge.cli import main
+
+main()

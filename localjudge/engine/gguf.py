@@ -1,0 +1,104 @@
+"""A pure-Python reader for the GGUF header: checks a file before llama.cpp touches it.
+
+llama.cpp reports a bad file as a NULL handle and a log line; reading the header first lets
+us say exactly what is wrong (not GGUF, truncated, unsupported version) in one line.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localjudge.errors import ModelError
+
+GGUF_MAGIC = b"GGUF"
+
+# GGUF metadata value types -> struct format (scalars) ; 8 = string, 9 = array
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+_MAX_ARRAY_KEEP = 16  # arrays (token lists) are skipped over; only short ones are kept
+
+
+@dataclass
+class GGUFHeader:
+    """The metadata block of a GGUF file."""
+
+    path: Path
+    version: int  # GGUF format version
+    num_tensors: int  # tensors declared in the header
+    metadata: dict[str, object] = field(default_factory=dict)  # scalar and short-array keys
+
+    @property
+    def architecture(self) -> str:
+        return str(self.metadata.get("general.architecture", "unknown"))
+
+    @property
+    def context_length(self) -> int | None:
+        value = self.metadata.get(f"{self.architecture}.context_length")
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def chat_template(self) -> str | None:
+        value = self.metadata.get("tokenizer.chat_template")
+        return value if isinstance(value, str) and value.strip() else None
+
+
+class _Reader:
+    def __init__(self, data: bytes, path: Path) -> None:
+        self.data, self.offset, self.path = data, 0, path
+
+    def take(self, size: int) -> bytes:
+        end = self.offset + size
+        if end > len(self.data):
+            raise ModelError(f"{self.path}: truncated GGUF file (header ends early)")
+        chunk = self.data[self.offset : end]
+        self.offset = end
+        return chunk
+
+    def scalar(self, fmt: str):
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self) -> str:
+        length = self.scalar("<Q")
+        return self.take(length).decode("utf-8", errors="replace")
+
+    def value(self, kind: int):
+        if kind in _SCALARS:
+            return self.scalar(_SCALARS[kind])
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY:
+            item_kind, count = self.scalar("<I"), self.scalar("<Q")
+            if item_kind in _SCALARS and count > _MAX_ARRAY_KEEP:
+                self.take(struct.calcsize(_SCALARS[item_kind]) * count)
+                return None
+            items = [self.value(item_kind) for _ in range(count)]
+            return items if count <= _MAX_ARRAY_KEEP else None
+        raise ModelError(f"{self.path}: corrupt GGUF metadata (unknown value type {kind})")
+
+
+def read_gguf_header(path: str | Path, *, max_header_bytes: int = 64 << 20) -> GGUFHeader:
+    """Read and check a GGUF header; raise `ModelError` with one line when it is not usable."""
+    path = Path(path)
+    if not path.exists():
+        raise ModelError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelError(f"not a file: {path}")
+    with path.open("rb") as handle:
+        data = handle.read(max_header_bytes)
+    if len(data) < 4 or data[:4] != GGUF_MAGIC:
+        raise ModelError(f"{path}: not a GGUF file (magic bytes are {data[:4]!r}, expected b'GGUF')")
+    reader = _Reader(data, path)
+    reader.take(4)
+    version = reader.scalar("<I")
+    if version not in (2, 3):
+        raise ModelError(f"{path}: unsupported GGUF version {version}")
+    num_tensors, num_kv = reader.scalar("<Q"), reader.scalar("<Q")
+    metadata: dict[str, object] = {}
+    for _ in range(num_kv):
+        key = reader.string()
+        metadata[key] = reader.value(reader.scalar("<I"))
+    if num_tensors == 0:
+        raise ModelError(f"{path}: GGUF file declares no tensors")
+    return GGUFHeader(path=path, version=version, num_tensors=num_tensors, metadata=metadata)

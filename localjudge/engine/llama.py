@@ -1,0 +1,312 @@
+"""llama.cpp through llama-cpp-python's low-level API: load a GGUF, tokenize, decode batches.
+
+One `LlamaEngine` owns one model and one context with a unified KV cache holding several
+sequences. It executes `StepPlan`s built by the scheduler and frees its native handles
+deterministically (`close()` or a `with` block). It never downloads anything.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import llama_cpp
+from localjudge.engine.gguf import GGUFHeader, read_gguf_header
+from localjudge.engine.plan import StepOutput, StepPlan
+from localjudge.errors import GenerationError, ModelError, PromptTooLongError
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+@llama_cpp.llama_log_callback
+def _quiet_log(level, text, user_data):  # noqa: ARG001 - signature fixed by llama.cpp
+    return None
+
+
+def _init_backend(verbose: bool) -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+        llama_cpp.llama_log_set(None if verbose else _quiet_log, ctypes.c_void_p(0))
+
+
+def physical_cores() -> int:
+    """Physical core count (llama.cpp's default of 4 threads is slower on 2 cores)."""
+    try:
+        import psutil
+
+        count = psutil.cpu_count(logical=False)
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        count = None
+    return max(1, count or os.cpu_count() or 1)
+
+
+def gpu_offload_available() -> bool:
+    """Whether this llama.cpp build has a GPU backend that can take layers."""
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def llama_build_info() -> dict[str, object]:
+    """What the installed llama.cpp can do: version, CPU features, GPU offload."""
+    _init_backend(verbose=False)
+    return {
+        "llama_cpp_python": llama_cpp.__version__,
+        "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
+        "gpu_offload": gpu_offload_available(),
+        "physical_cores": physical_cores(),
+    }
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How to load a judge model. `None` means "pick the sensible default for this machine"."""
+
+    n_ctx: int = 8192  # KV cells shared by all sequences (unified cache)
+    n_seq_max: int = 24  # sequences alive at once: request slots plus shared prefixes
+    n_batch: int = 512  # most tokens in one llama_decode call
+    n_ubatch: int = 256  # micro-batch; compute buffer ~ n_ubatch x vocab x 4 bytes
+    n_threads: int | None = None  # None: physical cores
+    n_gpu_layers: int | None = None  # None: all layers when offload is available, else 0
+    verbose: bool = False  # let llama.cpp print its own logs
+
+
+class LlamaEngine:
+    """A loaded GGUF model with a multi-sequence llama.cpp context."""
+
+    def __init__(self, path: str | Path, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        self.path = Path(path)
+        self.header: GGUFHeader = read_gguf_header(self.path)
+        _init_backend(self.config.verbose)
+        self._model = None
+        self._ctx = None
+        self._batch = None
+        self._lock = threading.Lock()
+        n_gpu_layers = self.config.n_gpu_layers
+        if n_gpu_layers is None:
+            n_gpu_layers = -1 if gpu_offload_available() else 0
+        self.n_gpu_layers = n_gpu_layers
+        self.n_threads = self.config.n_threads or physical_cores()
+
+        model_params = llama_cpp.llama_model_default_params()
+        model_params.n_gpu_layers = n_gpu_layers
+        model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), model_params)
+        if not model:
+            raise ModelError(f"{self.path}: llama.cpp could not load this GGUF (truncated or corrupt?)")
+        self._model = model
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
+
+        ctx_params = llama_cpp.llama_context_default_params()
+        ctx_params.n_ctx = self.config.n_ctx
+        ctx_params.n_batch = self.config.n_batch
+        ctx_params.n_ubatch = min(self.config.n_ubatch, self.config.n_batch)
+        ctx_params.n_seq_max = self.config.n_seq_max
+        ctx_params.n_threads = self.n_threads
+        ctx_params.n_threads_batch = self.n_threads
+        ctx_params.kv_unified = True
+        ctx_params.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(model, ctx_params)
+        if not ctx:
+            self.close()
+            raise ModelError(
+                f"{self.path}: llama.cpp could not create a context "
+                f"(n_ctx={self.config.n_ctx}, n_seq_max={self.config.n_seq_max}; out of memory?)"
+            )
+        self._ctx = ctx
+        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
+        self._memory = llama_cpp.llama_get_memory(ctx)
+        self._batch = llama_cpp.llama_batch_init(self.config.n_batch, 0, 1)
+        self.eog_ids = frozenset(
+            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
+        )
+        self.eos_id = int(llama_cpp.llama_vocab_eos(self._vocab))
+        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self.chat_template = self.header.chat_template
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the batch, context and model (idempotent)."""
+        with self._lock:
+            if self._batch is not None:
+                llama_cpp.llama_batch_free(self._batch)
+                self._batch = None
+            if self._ctx is not None:
+                llama_cpp.llama_free(self._ctx)
+                self._ctx = None
+            if self._model is not None:
+                llama_cpp.llama_model_free(self._model)
+                self._model = None
+
+    @property
+    def closed(self) -> bool:
+        return self._ctx is None
+
+    def __enter__(self) -> LlamaEngine:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # a safety net; close() is the real contract
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _require_open(self) -> None:
+        if self._ctx is None:
+            raise ModelError(f"{self.path}: engine is closed")
+
+    # -- model facts ----------------------------------------------------------------------
+
+    def describe(self) -> dict[str, object]:
+        """Architecture, size, quantisation and context facts of the loaded model."""
+        self._require_open()
+        buf = ctypes.create_string_buffer(256)
+        llama_cpp.llama_model_desc(self._model, buf, len(buf))
+        return {
+            "path": str(self.path),
+            "architecture": self.header.architecture,
+            "description": buf.value.decode("utf-8", "replace"),
+            "parameters": int(llama_cpp.llama_model_n_params(self._model)),
+            "size_bytes": int(llama_cpp.llama_model_size(self._model)),
+            "quantisation": _ftype_name(self.header.metadata.get("general.file_type")),
+            "context_length": self.n_ctx_train,
+            "chat_template": self.chat_template is not None,
+            "n_vocab": self.n_vocab,
+            "n_layers": int(llama_cpp.llama_model_n_layer(self._model)),
+            "gpu_layers": self.n_gpu_layers,
+        }
+
+    # -- text <-> tokens ------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """Tokenize `text`; `add_special` adds BOS as the model wants it."""
+        self._require_open()
+        data = text.encode("utf-8", errors="surrogatepass")
+        capacity = len(data) + 8
+        tokens = (llama_cpp.llama_token * capacity)()
+        count = llama_cpp.llama_tokenize(
+            self._vocab, data, len(data), tokens, capacity, add_special, parse_special
+        )
+        if count < 0:
+            capacity = -count
+            tokens = (llama_cpp.llama_token * capacity)()
+            count = llama_cpp.llama_tokenize(
+                self._vocab, data, len(data), tokens, capacity, add_special, parse_special
+            )
+        if count < 0:
+            raise GenerationError(f"tokenization failed for a text of {len(data)} bytes")
+        return list(tokens[:count])
+
+    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
+        """The raw bytes of one token (a piece may be part of a UTF-8 character)."""
+        buf = ctypes.create_string_buffer(64)
+        size = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
+        if size < 0:
+            buf = ctypes.create_string_buffer(-size)
+            size = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
+        return buf.raw[:size]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of a token list, without BOS/EOS."""
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def token_attr(self, token: int) -> int:
+        return int(llama_cpp.llama_vocab_get_attr(self._vocab, token))
+
+    def vocabulary_pieces(self) -> list[tuple[int, bytes, int]]:
+        """Every token as (id, bytes, attribute flags): the input of grammar compilation."""
+        self._require_open()
+        return [(t, self.token_bytes(t), self.token_attr(t)) for t in range(self.n_vocab)]
+
+    # -- prompts --------------------------------------------------------------------------
+
+    def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
+        """Render messages with the GGUF's own chat template, or a plain completion format."""
+        from localjudge.engine.template import render_messages
+
+        return render_messages(
+            self.chat_template,
+            messages,
+            bos_token=self.token_bytes(int(llama_cpp.llama_vocab_bos(self._vocab)), special=True).decode(
+                "utf-8", "replace"
+            ),
+            eos_token=self.token_bytes(self.eos_id, special=True).decode("utf-8", "replace"),
+            add_generation_prompt=add_generation_prompt,
+        )
+
+    def check_fits(self, num_tokens: int, what: str = "prompt") -> None:
+        if num_tokens > self.n_ctx:
+            raise PromptTooLongError(
+                f"{what} needs {num_tokens} tokens but the judge context holds {self.n_ctx} "
+                f"(raise n_ctx, up to the model's {self.n_ctx_train})"
+            )
+
+    # -- execution ------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        """Drop every sequence's KV cells."""
+        self._require_open()
+        llama_cpp.llama_memory_clear(self._memory, True)
+
+    def execute(self, plan: StepPlan) -> StepOutput:
+        """Run one step: removals, prefix copies, then one `llama_decode` of `plan.tokens`."""
+        with self._lock:
+            self._require_open()
+            for seq_id in plan.removals:
+                llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
+            for copy in plan.copies:
+                llama_cpp.llama_memory_seq_cp(self._memory, copy.src, copy.dst, copy.p0, copy.p1)
+            num_tokens = len(plan.tokens)
+            if num_tokens == 0:
+                return StepOutput(logits=np.empty((0, self.n_vocab), dtype=np.float32))
+            if num_tokens > self.config.n_batch:
+                raise GenerationError(f"step of {num_tokens} tokens exceeds n_batch={self.config.n_batch}")
+            batch = self._batch
+            for i, item in enumerate(plan.tokens):
+                batch.token[i] = item.token
+                batch.pos[i] = item.pos
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = item.seq_id
+                batch.logits[i] = 1 if item.logits else 0
+            batch.n_tokens = num_tokens
+            start = time.perf_counter()
+            status = llama_cpp.llama_decode(self._ctx, batch)
+            seconds = time.perf_counter() - start
+            if status != 0:
+                raise GenerationError(f"llama_decode failed with status {status} (KV cache full?)")
+            num_logits = plan.num_logits
+            if num_logits == 0:
+                return StepOutput(logits=np.empty((0, self.n_vocab), dtype=np.float32), seconds=seconds)
+            pointer = llama_cpp.llama_get_logits(self._ctx)
+            logits = np.ctypeslib.as_array(pointer, shape=(num_logits, self.n_vocab))
+            return StepOutput(logits=logits, seconds=seconds)
+
+
+# llama_ftype values of the quantisations users meet most (llama.h)
+_FTYPES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+    11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
+    17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
+    23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S",
+    29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
+}
+
+
+def _ftype_name(value: object) -> str:
+    if isinstance(value, int):
+        return _FTYPES.get(value, f"ftype {value}")
+    return "unknown"

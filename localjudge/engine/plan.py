@@ -1,0 +1,63 @@
+"""What the scheduler asks the engine to do in one step, and what comes back.
+
+These types sit in the engine package because the engine executes them; the scheduler
+builds them. Neither side needs to know the other's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BatchToken:
+    """One token placed in a `llama_decode` batch."""
+
+    token: int  # vocabulary id
+    pos: int  # position of the token in its sequence
+    seq_id: int  # llama.cpp sequence the token belongs to
+    logits: bool  # whether the step must return the logits row after this token
+
+
+@dataclass(frozen=True)
+class SeqCopy:
+    """Share the KV cells of positions [p0, p1) of `src` with `dst` (bit-exact, no compute)."""
+
+    src: int
+    dst: int
+    p0: int
+    p1: int
+
+
+@dataclass
+class StepPlan:
+    """One engine step: free sequences, share prefixes, then decode one batch.
+
+    Executed in that order: `removals`, `copies`, then `tokens` in a single `llama_decode`.
+    The i-th logits row of the output belongs to the i-th token whose `logits` is True.
+    """
+
+    removals: list[int] = field(default_factory=list)  # seq ids whose cells are dropped
+    copies: list[SeqCopy] = field(default_factory=list)  # prefix shares, after removals
+    tokens: list[BatchToken] = field(default_factory=list)  # the batch, in order
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def num_logits(self) -> int:
+        return sum(1 for t in self.tokens if t.logits)
+
+    def is_empty(self) -> bool:
+        return not (self.removals or self.copies or self.tokens)
+
+
+@dataclass
+class StepOutput:
+    """What one step returns: a (num_logits, n_vocab) float32 array, valid until the next step."""
+
+    logits: np.ndarray
+    seconds: float = 0.0  # wall time of the decode call

@@ -1,0 +1,180 @@
+"""A JSON Schema compiled into an outlines-core index plus the tables the scheduler needs.
+
+Built once per (schema, vocabulary) and cached on disk. Beside the index it keeps, per
+DFA state: the allowed token ids (for masking), the distance in tokens to the nearest final
+state (so a token budget can always close the JSON), the tokens that make progress towards
+closing, and whether exactly one token is allowed (jump-forward without logits).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import outlines_core
+from outlines_core.json_schema import build_regex_from_schema
+
+from localjudge.errors import SchemaError
+from localjudge.grammar.paths import cache_dir
+from localjudge.grammar.vocabulary import TokenVocabulary
+
+# one optional space between JSON tokens: compact output, small index
+WHITESPACE_PATTERN = r"[ ]?"
+_CACHE_VERSION = "1"
+_ENUM_START = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"[ ]?:[ ]?"$')
+
+
+@dataclass
+class CompiledGrammar:
+    """One schema over one vocabulary: index, per-state tables, enum choice points."""
+
+    schema: dict  # the JSON Schema it enforces
+    regex: str  # the regular expression outlines built from it
+    index: outlines_core.Index  # the token-level automaton
+    initial_state: int
+    final_states: frozenset[int]
+    allowed: dict[int, np.ndarray]  # state -> allowed token ids (EOS excluded), sorted
+    distance: dict[int, int]  # state -> fewest tokens to reach a final state
+    closing: dict[int, np.ndarray]  # state -> tokens whose next state is nearest to final
+    enum_fields: dict[str, list[str]]  # property name -> enum options (choice points)
+    token_text: dict[int, str] = field(repr=False, default_factory=dict)  # ids at choice points
+
+    # -- automaton ------------------------------------------------------------------------
+
+    def next_state(self, state: int, token: int) -> int | None:
+        """The state after `token`, or None when the grammar forbids it there."""
+        return self.index.get_next_state(state, token)
+
+    def is_final(self, state: int) -> bool:
+        return state in self.final_states
+
+    def forced_token(self, state: int) -> int | None:
+        """The only token allowed in `state`, if exactly one is (jump-forward)."""
+        tokens = self.allowed.get(state)
+        if tokens is not None and len(tokens) == 1 and state not in self.final_states:
+            return int(tokens[0])
+        return None
+
+    @property
+    def min_tokens(self) -> int:
+        """The shortest valid output, in tokens: the smallest usable token budget."""
+        return self.distance[self.initial_state]
+
+    def new_guide(self) -> outlines_core.Guide:
+        return outlines_core.Guide(self.index)
+
+    # -- choice points --------------------------------------------------------------------
+
+    def choice_field(self, text_so_far: str) -> str | None:
+        """The enum property whose value starts right after `text_so_far`, if any."""
+        match = _ENUM_START.search(text_so_far)
+        if match and match.group(1) in self.enum_fields:
+            return match.group(1)
+        return None
+
+    def option_of(self, field_name: str, piece: str) -> str | None:
+        """Which enum option of `field_name` a token spelling `piece` commits to."""
+        candidates = [o for o in self.enum_fields[field_name] if (o + '"').startswith(piece) or piece.startswith(o + '"')]
+        return candidates[0] if len(candidates) == 1 else None
+
+
+def _enum_fields(schema: dict) -> dict[str, list[str]]:
+    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    return {
+        name: [str(v) for v in spec["enum"]]
+        for name, spec in properties.items()
+        if isinstance(spec, dict) and isinstance(spec.get("enum"), list)
+    }
+
+
+def _tables(index: outlines_core.Index, eos_id: int):
+    transitions: dict[int, dict[int, int]] = index.get_transitions()
+    final_states = frozenset(index.get_final_states())
+    allowed: dict[int, np.ndarray] = {}
+    predecessors: dict[int, set[int]] = {}
+    for state, edges in transitions.items():
+        ids = np.fromiter((t for t in edges if t != eos_id), dtype=np.int64)
+        ids.sort()
+        allowed[state] = ids
+        for token, target in edges.items():
+            if token != eos_id:
+                predecessors.setdefault(target, set()).add(state)
+    distance = dict.fromkeys(final_states, 0)
+    queue = deque(final_states)
+    while queue:
+        state = queue.popleft()
+        for previous in predecessors.get(state, ()):
+            if previous not in distance:
+                distance[previous] = distance[state] + 1
+                queue.append(previous)
+    closing: dict[int, np.ndarray] = {}
+    for state, edges in transitions.items():
+        if state in final_states or state not in distance:
+            continue
+        best = distance[state] - 1
+        closing[state] = np.array(
+            sorted(t for t, target in edges.items() if t != eos_id and distance.get(target) == best),
+            dtype=np.int64,
+        )
+    return final_states, allowed, distance, closing
+
+
+def _cache_key(schema_text: str, vocabulary: TokenVocabulary) -> str:
+    digest = hashlib.sha256()
+    for part in (_CACHE_VERSION, outlines_core.__name__, schema_text, WHITESPACE_PATTERN, vocabulary.fingerprint):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def compile_grammar(
+    schema: dict, vocabulary: TokenVocabulary, *, use_disk_cache: bool = True
+) -> CompiledGrammar:
+    """Compile `schema` for `vocabulary`; reuse the on-disk cache when it has this pair."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise SchemaError("a verdict schema must be a JSON object schema (type: object)")
+    schema_text = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    cache_file = cache_dir("grammars") / f"{_cache_key(schema_text, vocabulary)}.pkl"
+    if use_disk_cache and cache_file.exists():
+        try:
+            with cache_file.open("rb") as handle:
+                return pickle.load(handle)
+        except Exception:
+            cache_file.unlink(missing_ok=True)  # stale or partial: rebuild below
+    try:
+        regex = build_regex_from_schema(json.dumps(schema, ensure_ascii=False), WHITESPACE_PATTERN)
+        index = outlines_core.Index(regex, vocabulary.to_outlines())
+    except Exception as error:  # outlines raises ValueError/RuntimeError variants
+        raise SchemaError(f"cannot compile schema {schema.get('$id', schema.get('title', ''))!r}: {error}") from None
+    final_states, allowed, distance, closing = _tables(index, vocabulary.eos_id)
+    initial = index.get_initial_state()
+    if initial not in distance:
+        raise SchemaError("schema admits no finite JSON value over this vocabulary")
+    enum_fields = _enum_fields(schema)
+    token_text = {}
+    if enum_fields:
+        for token_id, piece in vocabulary.token_bytes.items():
+            if len(piece) <= 16 and piece[:1] in {o[:1].encode() for opts in enum_fields.values() for o in opts}:
+                token_text[token_id] = piece.decode("utf-8", "replace")
+    grammar = CompiledGrammar(
+        schema=schema,
+        regex=regex,
+        index=index,
+        initial_state=initial,
+        final_states=final_states,
+        allowed=allowed,
+        distance=distance,
+        closing=closing,
+        enum_fields=enum_fields,
+        token_text=token_text,
+    )
+    if use_disk_cache:
+        partial = cache_file.with_suffix(".tmp")
+        with partial.open("wb") as handle:
+            pickle.dump(grammar, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        partial.replace(cache_file)
+    return grammar

@@ -1,0 +1,196 @@
+"""`Judge`: a loaded judge model, its grammars, and the batching runtime that serves them.
+
+A `Judge` is what scorers share: load it once, hand it to any number of scorers and
+producers. It owns native handles: `close()` it, or use it in a `with` block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+from localjudge.engine import EngineConfig, LlamaEngine
+from localjudge.grammar import CompiledGrammar, TokenVocabulary, build_vocabulary, compile_grammar, load_schema
+from localjudge.grammar.paths import cache_dir
+from localjudge.prompts import PromptParts
+from localjudge.registry import ResolvedModel, resolve
+from localjudge.scheduler import BatchRuntime, GenerationRequest, GenerationResult, SamplingParams, Scheduler
+
+DEFAULT_MAX_TOKENS = 192
+
+
+def _vocabulary_for(engine: LlamaEngine) -> TokenVocabulary:
+    """The engine's grammar vocabulary, cached on disk per model file (walking 262k tokens
+    through ctypes takes seconds)."""
+    stat = engine.path.stat()
+    key = f"{engine.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{engine.n_vocab}"
+    import hashlib
+
+    cache_file = cache_dir("vocab") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".pkl")
+    if cache_file.exists():
+        try:
+            with cache_file.open("rb") as handle:
+                return pickle.load(handle)
+        except Exception:
+            cache_file.unlink(missing_ok=True)
+    vocabulary = build_vocabulary(engine.vocabulary_pieces(), eos_id=engine.eos_id, n_vocab=engine.n_vocab)
+    partial = cache_file.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_bytes(vocabulary.dumps())
+    partial.replace(cache_file)
+    return vocabulary
+
+
+class Judge:
+    """A judge model loaded in-process, serving constrained generations in batches."""
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        slots: int = 8,
+        max_prefixes: int = 8,
+        n_ctx: int | None = None,
+        n_batch: int = 512,
+        n_ubatch: int = 256,
+        n_threads: int | None = None,
+        n_gpu_layers: int | None = None,
+        jump_forward: bool = True,
+        verbose: bool = False,
+    ) -> None:
+        self.model: ResolvedModel = resolve(model)
+        recommended = self.model.entry.recommended if self.model.entry else {}
+        config = EngineConfig(
+            n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
+            n_seq_max=slots + max_prefixes,
+            n_batch=n_batch,
+            n_ubatch=n_ubatch,
+            n_threads=n_threads,
+            n_gpu_layers=n_gpu_layers,
+            verbose=verbose,
+        )
+        self.engine = LlamaEngine(self.model.path, config)
+        try:
+            self.vocabulary = _vocabulary_for(self.engine)
+            self.parse_special = self.engine.chat_template is not None
+            self.scheduler = Scheduler(
+                vocabulary=self.vocabulary,
+                n_ctx=self.engine.n_ctx,
+                max_num_seqs=slots,
+                max_num_prefixes=max_prefixes,
+                token_budget=n_batch,
+                jump_forward=jump_forward,
+            )
+            self.runtime = BatchRuntime(self.engine, self.scheduler, self.tokenize)
+        except BaseException:
+            self.engine.close()
+            raise
+        self._grammars: dict[str, CompiledGrammar] = {}
+        self._grammar_lock = threading.Lock()
+
+    # -- facts ----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def meaningful(self) -> bool:
+        """False for judges whose verdicts are not meaningful (the embedded base model)."""
+        return self.model.meaningful
+
+    @property
+    def slots(self) -> int:
+        return self.scheduler.max_num_seqs
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.engine.tokenize(text, add_special=True, parse_special=self.parse_special)
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        """Prompt text for `messages`: the GGUF chat template, or plain completion."""
+        return self.engine.render_chat(messages)
+
+    def split_prompt(self, parts: PromptParts) -> tuple[str, str]:
+        """(prefix, suffix) of a prompt for this model: the prefix is what requests share."""
+        if self.engine.chat_template is None:
+            return parts.completion_prefix, parts.own
+        sentinel = "\x00localjudge-own\x00"
+        rendered = self.render(parts.messages(sentinel))
+        prefix, found, rest = rendered.partition(sentinel)
+        if not found:  # a template that rewrites content: share nothing rather than guess
+            return "", self.render(parts.messages())
+        return prefix, parts.own + rest
+
+    # -- grammars -------------------------------------------------------------------------
+
+    def grammar(self, schema: str | dict) -> CompiledGrammar:
+        """Compile (or fetch) the grammar of a schema name in `grammars/` or a schema dict."""
+        schema_dict = load_schema(schema) if isinstance(schema, str) else schema
+        key = json.dumps(schema_dict, sort_keys=True)
+        with self._grammar_lock:
+            grammar = self._grammars.get(key)
+            if grammar is None:
+                grammar = compile_grammar(schema_dict, self.vocabulary)
+                self._grammars[key] = grammar
+            return grammar
+
+    # -- generation -----------------------------------------------------------------------
+
+    def request(
+        self,
+        suffix: str,
+        schema: str | dict | CompiledGrammar,
+        *,
+        prefix: str = "",
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> GenerationRequest:
+        grammar = schema if isinstance(schema, CompiledGrammar) else self.grammar(schema)
+        return GenerationRequest(
+            prefix=prefix,
+            suffix=suffix,
+            grammar=grammar,
+            max_tokens=max_tokens,
+            sampling=SamplingParams(temperature=temperature, seed=seed),
+        )
+
+    def submit(self, request: GenerationRequest) -> Future:
+        return self.runtime.submit(request)
+
+    def cancel(self, request_id: str) -> None:
+        self.runtime.cancel(request_id)
+
+    def generate_json(
+        self,
+        prompt: str,
+        schema: str | dict | CompiledGrammar,
+        *,
+        prefix: str = "",
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> GenerationResult:
+        """One constrained generation: `prefix + prompt` in, schema-valid JSON out."""
+        request = self.request(prompt, schema, prefix=prefix, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        return self.submit(request).result()
+
+    def generate_many(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult | Exception]:
+        """Run requests together (they share decode steps); an entry per request, in order."""
+        return self.runtime.run(requests)
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.runtime.close()
+        self.engine.close()
+
+    def __enter__(self) -> Judge:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

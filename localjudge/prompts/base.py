@@ -1,0 +1,35 @@
+"""The shape every judge prompt takes, so the shared part can be evaluated once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """A judge prompt split where requests stop sharing text.
+
+    `instructions` and `shared` are the same for every request of a batch (all claims of one
+    item); `own` is this request's part and ends where the JSON answer begins.
+    """
+
+    instructions: str  # what the judge must do, with worked examples
+    shared: str  # per-item data shared by all requests (the context)
+    own: str  # per-request data (one claim), ending with the answer cue
+    version: str  # prompt version, recorded with every result
+
+    def messages(self, own_text: str | None = None) -> list[dict[str, str]]:
+        """Chat messages for models with a chat template (`own_text` replaces `own`)."""
+        return [
+            {"role": "system", "content": self.instructions},
+            {"role": "user", "content": self.shared + (self.own if own_text is None else own_text)},
+        ]
+
+    @property
+    def completion_prefix(self) -> str:
+        return self.instructions + "\n\n" + self.shared
+
+    @property
+    def text(self) -> str:
+        """The full prompt in completion format (what a base model reads)."""
+        return self.completion_prefix + self.own

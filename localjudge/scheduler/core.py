@@ -1,0 +1,491 @@
+"""The continuous-batching scheduler: a pure state machine over tokenized requests.
+
+Invariant: every admitted sequence and every live prefix group holds its own llama.cpp
+sequence id from a fixed pool, and `num_reserved_cells` (the prefix lengths of live groups
+plus prompt + token budget of each admitted sequence) never exceeds `n_ctx`. So a step
+never overflows the KV cache: admission waits instead.
+
+One step is `schedule() -> ScheduledStep`, executed by an engine, then
+`update_from_output(step, output)`. The scheduler never touches llama.cpp; tests drive it
+with hand-built logits.
+
+Order of work inside a step, within `token_budget` tokens:
+1. running sequences: the token sampled last step plus any jump-forward tokens, logits on
+   the last one only;
+2. prefill chunks of prefix groups (no logits);
+3. prompt chunks of admitted sequences whose prefix is ready (copied in first), logits on
+   the prompt's last token.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+import jsonschema
+import numpy as np
+
+from localjudge.engine.plan import BatchToken, SeqCopy, StepOutput, StepPlan
+from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled, VerdictError
+from localjudge.grammar.compiled import CompiledGrammar
+from localjudge.grammar.vocabulary import TokenVocabulary
+from localjudge.scheduler.request import (
+    ChoicePoint,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+    TokenCounts,
+    Timings,
+)
+
+
+class SeqStatus(Enum):
+    WAITING = "waiting"  # queued, holds nothing
+    PREFILL = "prefill"  # admitted: holds a seq id and cells, prompt being evaluated
+    DECODE = "decode"  # generating
+    FINISHED = "finished"
+
+
+@dataclass
+class TokenizedRequest:
+    """A request after tokenization: the shared prefix and the rest of the prompt."""
+
+    request: GenerationRequest
+    prefix_tokens: list[int]  # shared tokens (a true token prefix of the prompt); may be empty
+    prompt_tokens: list[int]  # tokens this request evaluates itself (at least one)
+    submitted_at: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class PrefixGroup:
+    """A prefix evaluated once into its own sequence and shared by copying its cells."""
+
+    key: tuple[int, ...]  # the prefix tokens
+    seq_id: int  # llama.cpp sequence holding the prefix
+    num_evaluated: int = 0  # tokens already decoded
+    num_refs: int = 0  # admitted sequences that use it
+
+    @property
+    def ready(self) -> bool:
+        return self.num_evaluated == len(self.key)
+
+
+@dataclass
+class Sequence:
+    """One request's life inside the scheduler."""
+
+    item: TokenizedRequest
+    grammar: CompiledGrammar
+    sampling: SamplingParams
+    status: SeqStatus = SeqStatus.WAITING
+    seq_id: int | None = None
+    group: PrefixGroup | None = None
+    copied: bool = False  # prefix cells shared into this sequence
+    num_prompt_done: int = 0  # prompt tokens decoded
+    state: int = 0  # grammar state after the output so far
+    output_tokens: list[int] = field(default_factory=list)
+    output_bytes: bytearray = field(default_factory=bytearray)
+    pending: list[int] = field(default_factory=list)  # output tokens not yet in the KV cache
+    kv_len: int = 0  # positions of this sequence already in the KV cache
+    choices: list[ChoicePoint] = field(default_factory=list)
+    counts: TokenCounts = field(default_factory=TokenCounts)
+    admitted_at: float = 0.0
+    first_token_at: float = 0.0
+    forced_close: bool = False  # the budget forced the closing path at least once
+    rng: np.random.Generator | None = None
+    cancelled: bool = False
+
+    @property
+    def request_id(self) -> str:
+        return self.item.request.request_id
+
+    @property
+    def max_tokens(self) -> int:
+        return self.item.request.max_tokens
+
+    @property
+    def cells_needed(self) -> int:
+        return len(self.item.prompt_tokens) + self.max_tokens
+
+
+@dataclass
+class Finished:
+    """A request that left the scheduler: exactly one of `result` and `error` is set."""
+
+    request_id: str
+    result: GenerationResult | None = None
+    error: Exception | None = None
+
+
+@dataclass
+class ScheduledStep:
+    """A step plan plus what the scheduler needs to read its output back."""
+
+    plan: StepPlan
+    rows: list[Sequence]  # the sequence each logits row belongs to, in row order
+    num_prompt_tokens: int = 0  # prompt and prefix tokens in this step
+    num_output_tokens: int = 0  # previously chosen output tokens fed in this step
+
+
+class Scheduler:
+    """Continuous batching with shared prefixes and one grammar state per sequence."""
+
+    def __init__(
+        self,
+        *,
+        vocabulary: TokenVocabulary,
+        n_ctx: int,
+        max_num_seqs: int = 8,
+        max_num_prefixes: int = 8,
+        token_budget: int = 512,
+        jump_forward: bool = True,
+    ) -> None:
+        if max_num_seqs < 1 or max_num_prefixes < 1:
+            raise ValueError("max_num_seqs and max_num_prefixes must be at least 1")
+        self.vocabulary = vocabulary
+        self.n_ctx = n_ctx
+        self.max_num_seqs = max_num_seqs
+        self.max_num_prefixes = max_num_prefixes
+        self.token_budget = token_budget
+        self.jump_forward = jump_forward
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []  # admitted, in admission order
+        self.groups: dict[tuple[int, ...], PrefixGroup] = {}
+        self._free_seq_ids = list(range(max_num_seqs))
+        self._free_prefix_ids = list(range(max_num_seqs, max_num_seqs + max_num_prefixes))
+        self._removals: list[int] = []
+        self._finished: list[Finished] = []
+        self.num_reserved_cells = 0
+        self.num_steps = 0
+        self.num_prompt_tokens = 0  # prompt + prefix tokens decoded, all requests
+        self.num_generated_tokens = 0
+        self.num_forced_tokens = 0
+
+    @property
+    def num_seq_ids(self) -> int:
+        """Sequence ids the engine context must provide (`n_seq_max`)."""
+        return self.max_num_seqs + self.max_num_prefixes
+
+    # -- intake ---------------------------------------------------------------------------
+
+    def add(self, item: TokenizedRequest) -> None:
+        """Queue a tokenized request; one that can never fit finishes at once with an error."""
+        request = item.request
+        grammar = request.grammar
+        seq = Sequence(item=item, grammar=grammar, sampling=request.sampling, state=grammar.initial_state)
+        if request.sampling.temperature > 0:
+            seq.rng = np.random.default_rng(request.sampling.seed)
+        total = len(item.prefix_tokens) + len(item.prompt_tokens) + request.max_tokens
+        if not item.prompt_tokens:
+            self._fail(seq, GenerationError("empty prompt"))
+        elif request.max_tokens < grammar.min_tokens:
+            self._fail(
+                seq,
+                GenerationError(
+                    f"max_tokens={request.max_tokens} is below the {grammar.min_tokens} tokens "
+                    "the shortest valid JSON of this schema needs"
+                ),
+            )
+        elif total > self.n_ctx:
+            self._fail(
+                seq,
+                PromptTooLongError(
+                    f"prompt of {total - request.max_tokens} tokens plus max_tokens={request.max_tokens} "
+                    f"exceeds the judge context of {self.n_ctx} tokens"
+                ),
+            )
+        else:
+            self.waiting.append(seq)
+
+    def cancel(self, request_id: str) -> bool:
+        """Cancel a queued or running request; its slot and cells are freed at once."""
+        for seq in list(self.waiting):
+            if seq.request_id == request_id:
+                self.waiting.remove(seq)
+                self._fail(seq, RequestCancelled(f"request {request_id} was cancelled"))
+                return True
+        for seq in self.running:
+            if seq.request_id == request_id:
+                self._release(seq)
+                self._fail(seq, RequestCancelled(f"request {request_id} was cancelled"))
+                return True
+        return False
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self._removals)
+
+    def take_finished(self) -> list[Finished]:
+        finished, self._finished = self._finished, []
+        return finished
+
+    # -- admission ------------------------------------------------------------------------
+
+    def _admit(self, now: float) -> None:
+        while self.waiting and self._free_seq_ids:
+            seq = self.waiting[0]
+            key = tuple(seq.item.prefix_tokens)
+            group = self.groups.get(key) if key else None
+            needed = seq.cells_needed
+            if key and group is None:
+                if not self._free_prefix_ids:
+                    return
+                needed += len(key)
+            if self.num_reserved_cells + needed > self.n_ctx:
+                return  # wait for running sequences to free cells
+            self.waiting.popleft()
+            if key and group is None:
+                group = PrefixGroup(key=key, seq_id=self._free_prefix_ids.pop(0))
+                self.groups[key] = group
+            if group is not None:
+                group.num_refs += 1
+                seq.group = group
+                seq.kv_len = len(key)
+            seq.seq_id = self._free_seq_ids.pop(0)
+            seq.status = SeqStatus.PREFILL
+            seq.admitted_at = now
+            self.num_reserved_cells += needed
+            self.running.append(seq)
+
+    def _release(self, seq: Sequence) -> None:
+        """Give back a sequence's id and cells; drop its prefix group when unused."""
+        if seq in self.running:
+            self.running.remove(seq)
+        if seq.seq_id is not None:
+            self._removals.append(seq.seq_id)
+            self._free_seq_ids.append(seq.seq_id)
+            self._free_seq_ids.sort()
+            self.num_reserved_cells -= seq.cells_needed
+            seq.seq_id = None
+        group = seq.group
+        if group is not None:
+            group.num_refs -= 1
+            seq.group = None
+            if group.num_refs == 0:
+                del self.groups[group.key]
+                self._removals.append(group.seq_id)
+                self._free_prefix_ids.append(group.seq_id)
+                self._free_prefix_ids.sort()
+                self.num_reserved_cells -= len(group.key)
+        seq.status = SeqStatus.FINISHED
+
+    def _fail(self, seq: Sequence, error: Exception) -> None:
+        seq.status = SeqStatus.FINISHED
+        self._finished.append(Finished(request_id=seq.request_id, error=error))
+
+    # -- planning -------------------------------------------------------------------------
+
+    def schedule(self) -> ScheduledStep:
+        """Plan the next step: removals, prefix copies and one batch of tokens."""
+        now = time.perf_counter()
+        self._admit(now)
+        plan = StepPlan(removals=self._removals)
+        self._removals = []
+        step = ScheduledStep(plan=plan, rows=[])
+        budget = self.token_budget
+
+        for seq in self.running:  # 1. decode
+            if seq.status is not SeqStatus.DECODE or not seq.pending:
+                continue
+            if len(seq.pending) > budget:
+                continue
+            last = len(seq.pending) - 1
+            for i, token in enumerate(seq.pending):
+                plan.tokens.append(BatchToken(token, seq.kv_len + i, seq.seq_id, i == last))
+            seq.kv_len += len(seq.pending)
+            step.num_output_tokens += len(seq.pending)
+            budget -= len(seq.pending)
+            seq.pending = []
+            step.rows.append(seq)
+
+        for group in self.groups.values():  # 2. prefix prefill
+            if budget == 0:
+                break
+            if group.ready:
+                continue
+            chunk = group.key[group.num_evaluated : group.num_evaluated + budget]
+            for i, token in enumerate(chunk):
+                plan.tokens.append(BatchToken(token, group.num_evaluated + i, group.seq_id, False))
+            group.num_evaluated += len(chunk)
+            budget -= len(chunk)
+            step.num_prompt_tokens += len(chunk)
+            self._first_ref(group).counts.prompt_evaluated += len(chunk)
+
+        for seq in self.running:  # 3. prompt prefill
+            if budget == 0:
+                break
+            if seq.status is not SeqStatus.PREFILL:
+                continue
+            if seq.group is not None and not seq.copied:
+                # a group that finished prefilling in this very step is not in the cache yet
+                if not seq.group.ready or any(t.seq_id == seq.group.seq_id for t in plan.tokens):
+                    continue
+                plan.copies.append(SeqCopy(seq.group.seq_id, seq.seq_id, 0, len(seq.group.key)))
+                seq.copied = True
+                seq.counts.prefix_reused = len(seq.group.key)
+            prompt = seq.item.prompt_tokens
+            chunk = prompt[seq.num_prompt_done : seq.num_prompt_done + budget]
+            ends_prompt = seq.num_prompt_done + len(chunk) == len(prompt)
+            for i, token in enumerate(chunk):
+                is_last = ends_prompt and i == len(chunk) - 1
+                plan.tokens.append(BatchToken(token, seq.kv_len + i, seq.seq_id, is_last))
+            seq.kv_len += len(chunk)
+            seq.num_prompt_done += len(chunk)
+            seq.counts.prompt_evaluated += len(chunk)
+            budget -= len(chunk)
+            step.num_prompt_tokens += len(chunk)
+            if ends_prompt:
+                step.rows.append(seq)
+
+        # rows must follow the batch order of logits-bearing tokens
+        order = {t.seq_id: n for n, t in enumerate(t for t in plan.tokens if t.logits)}
+        step.rows.sort(key=lambda s: order[s.seq_id])
+        return step
+
+    def _first_ref(self, group: PrefixGroup) -> Sequence:
+        return next(s for s in self.running if s.group is group)
+
+    # -- reading the output back ----------------------------------------------------------
+
+    def update_from_output(self, step: ScheduledStep, output: StepOutput) -> None:
+        """Choose each row's next token under its grammar; finish sequences whose JSON is done."""
+        self.num_steps += 1
+        self.num_prompt_tokens += step.num_prompt_tokens
+        if output.logits.shape[0] != len(step.rows):
+            raise GenerationError(
+                f"engine returned {output.logits.shape[0]} logits rows for {len(step.rows)} sequences"
+            )
+        now = time.perf_counter()
+        for row, seq in enumerate(step.rows):
+            if seq.status is SeqStatus.FINISHED:  # cancelled while the step ran
+                continue
+            if seq.status is SeqStatus.PREFILL:
+                seq.status = SeqStatus.DECODE
+                seq.first_token_at = now
+            try:
+                self._advance(seq, output.logits[row])
+            except Exception as error:  # one broken sequence must not stop the others
+                self._release(seq)
+                self._fail(seq, error if isinstance(error, GenerationError) else GenerationError(str(error)))
+
+    def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
+        grammar = seq.grammar
+        token = self._choose(seq, logits)
+        self._accept(seq, token, forced=False)
+        while self.jump_forward and not grammar.is_final(seq.state):
+            forced = grammar.forced_token(seq.state)
+            if forced is None:
+                break
+            self._accept(seq, forced, forced=True)
+        if grammar.is_final(seq.state):
+            self._complete(seq)
+
+    def _accept(self, seq: Sequence, token: int, *, forced: bool) -> None:
+        next_state = seq.grammar.next_state(seq.state, token)
+        if next_state is None:  # _choose only returns allowed tokens; this guards the invariant
+            raise GenerationError(f"token {token} is not allowed by the grammar")
+        seq.state = next_state
+        seq.output_tokens.append(token)
+        seq.output_bytes += self.vocabulary.token_bytes.get(token, b"")
+        seq.pending.append(token)
+        seq.counts.generated += 1
+        self.num_generated_tokens += 1
+        if forced:
+            seq.counts.forced += 1
+            self.num_forced_tokens += 1
+
+    def _choose(self, seq: Sequence, logits: np.ndarray) -> int:
+        """The next token: greedy fast path, else masked choice, else the closing path.
+
+        A token is only taken if the JSON can still be closed within the budget left after
+        it (`distance` of its next state <= tokens left - 1). The closing tokens always
+        satisfy that, because the budget never drops below the current distance.
+        """
+        grammar = seq.grammar
+        state = seq.state
+        limit = seq.max_tokens - len(seq.output_tokens) - 1
+        distance = grammar.distance
+
+        field_name = grammar.choice_field(seq.output_bytes.decode("utf-8", "replace")) if grammar.enum_fields else None
+        if field_name is not None:
+            self._record_choice(seq, field_name, logits)
+
+        if seq.sampling.greedy:
+            token = int(np.argmax(logits))
+            next_state = grammar.next_state(state, token)
+            if next_state is not None and distance.get(next_state, limit + 1) <= limit:
+                return token
+        allowed = grammar.allowed[state]
+        if len(allowed) == 0:
+            raise GenerationError("grammar has no allowed token in a non-final state")
+        scores = logits[allowed]
+        if seq.sampling.greedy:
+            token = int(allowed[int(np.argmax(scores))])
+        else:
+            probs = _softmax(scores / seq.sampling.temperature)
+            token = int(allowed[int(seq.rng.choice(len(allowed), p=probs))])
+        next_state = grammar.next_state(state, token)
+        if next_state is not None and distance.get(next_state, limit + 1) <= limit:
+            return token
+        seq.forced_close = True
+        closing = grammar.closing[state]
+        return int(closing[int(np.argmax(logits[closing]))])
+
+    def _record_choice(self, seq: Sequence, field_name: str, logits: np.ndarray) -> None:
+        grammar = seq.grammar
+        allowed = grammar.allowed[seq.state]
+        probs = _softmax(logits[allowed].astype(np.float64))
+        by_option: dict[str, float] = dict.fromkeys(grammar.enum_fields[field_name], 0.0)
+        for token, prob in zip(allowed.tolist(), probs.tolist()):
+            option = grammar.option_of(field_name, grammar.token_text.get(token, ""))
+            if option is not None:
+                by_option[option] += prob
+        total = sum(by_option.values()) or 1.0
+        probabilities = {k: v / total for k, v in by_option.items()}
+        seq.choices.append(ChoicePoint(field=field_name, probabilities=probabilities, chosen=""))
+
+    def _complete(self, seq: Sequence) -> None:
+        now = time.perf_counter()
+        text = seq.output_bytes.decode("utf-8", "replace")
+        self._release(seq)
+        try:
+            value = json.loads(text)
+            jsonschema.validate(value, seq.grammar.schema)
+        except (ValueError, jsonschema.ValidationError) as error:
+            message = getattr(error, "message", str(error))
+            self._fail(seq, VerdictError(f"judge reply failed validation: {message}"))
+            return
+        choices = [
+            ChoicePoint(field=c.field, probabilities=c.probabilities, chosen=str(value.get(c.field, "")))
+            for c in seq.choices
+        ]
+        submitted = seq.item.submitted_at
+        result = GenerationResult(
+            request_id=seq.request_id,
+            value=value,
+            text=text,
+            counts=seq.counts,
+            timings=Timings(
+                queued_s=seq.admitted_at - submitted,
+                first_token_s=seq.first_token_at - submitted,
+                total_s=now - submitted,
+            ),
+            choices=choices,
+            finish_reason="budget" if seq.forced_close else "stop",
+        )
+        self._finished.append(Finished(request_id=seq.request_id, result=result))
+
+    def fail_all(self, error: Exception) -> None:
+        """Fail every queued and running request (the engine broke); the pool is reset."""
+        for seq in list(self.running):
+            self._release(seq)
+            self._fail(seq, error)
+        while self.waiting:
+            self._fail(self.waiting.popleft(), error)
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    shifted = np.exp(scores - np.max(scores))
+    return shifted / shifted.sum()

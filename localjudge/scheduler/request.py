@@ -1,0 +1,81 @@
+"""What callers hand the scheduler and what they get back."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from localjudge.grammar.compiled import CompiledGrammar
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Greedy by default, so a run is reproducible."""
+
+    temperature: float = 0.0  # 0: greedy (argmax of the masked logits)
+    seed: int | None = None  # RNG seed when temperature > 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass
+class GenerationRequest:
+    """One constrained generation: `prefix + suffix` is the prompt, `grammar` the output shape.
+
+    Requests whose prompts start with the same prefix tokens share that prefix's KV cache:
+    it is evaluated once and copied into each request's sequence.
+    """
+
+    prefix: str  # shared part of the prompt (instructions + context); may be empty
+    suffix: str  # this request's own part (one claim, one sentence)
+    grammar: CompiledGrammar  # compiled JSON Schema the output must match
+    max_tokens: int = 192  # token budget for the output; the JSON is closed within it
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass(frozen=True)
+class ChoicePoint:
+    """At an enum value (such as the verdict): the probability of every allowed option."""
+
+    field: str  # the JSON property, e.g. "verdict"
+    probabilities: dict[str, float]  # option -> probability from the masked logits
+    chosen: str  # the option the decoding committed to
+
+
+@dataclass
+class TokenCounts:
+    """Where a request's tokens went."""
+
+    prefix_reused: int = 0  # prompt tokens read from a shared prefix's KV cells
+    prompt_evaluated: int = 0  # prompt tokens this request evaluated itself
+    generated: int = 0  # output tokens (sampled + forced)
+    forced: int = 0  # output tokens appended by jump-forward, without logits
+
+
+@dataclass
+class Timings:
+    """Seconds, measured with `time.perf_counter`."""
+
+    queued_s: float = 0.0  # from submission to admission
+    first_token_s: float = 0.0  # from submission to the first output token
+    total_s: float = 0.0  # from submission to completion
+
+
+@dataclass
+class GenerationResult:
+    """A finished request: valid JSON that matches the schema, with accounting."""
+
+    request_id: str
+    value: Any  # the parsed JSON object
+    text: str  # the generated JSON text
+    counts: TokenCounts
+    timings: Timings
+    choices: list[ChoicePoint] = field(default_factory=list)  # in output order
+    finish_reason: str = "stop"  # "stop": the model closed the JSON; "budget": closed by force
+
+    def choice(self, field_name: str) -> ChoicePoint | None:
+        return next((c for c in self.choices if c.field == field_name), None)

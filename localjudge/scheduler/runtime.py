@@ -1,0 +1,178 @@
+"""Drives a `Scheduler` on an engine from one worker thread; submission is thread-safe.
+
+Producers (a scorer, `run_evals`, live scoring) call `submit()` from any thread and get a
+`concurrent.futures.Future`. Only the worker thread touches the scheduler and the engine,
+so every `llama_decode` carries the work of all producers at once.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Protocol
+
+from localjudge.engine.plan import StepOutput, StepPlan
+from localjudge.errors import GenerationError, LocalJudgeError, RequestCancelled
+from localjudge.scheduler.core import Scheduler, TokenizedRequest
+from localjudge.scheduler.request import GenerationRequest, GenerationResult
+
+
+class StepEngine(Protocol):
+    """What the runtime needs from an engine (the real one or a fake)."""
+
+    def tokenize(self, text: str) -> list[int]: ...
+
+    def execute(self, plan: StepPlan) -> StepOutput: ...
+
+
+def split_shared_prefix(prefix_tokens: list[int], full_tokens: list[int]) -> int:
+    """How many leading tokens of the prompt can be shared: the longest common token
+    prefix of the tokenized prefix and the tokenized prompt, keeping one prompt token."""
+    shared = 0
+    for a, b in zip(prefix_tokens, full_tokens):
+        if a != b:
+            break
+        shared += 1
+    return min(shared, len(full_tokens) - 1)
+
+
+@dataclass
+class RuntimeStats:
+    """Totals since the runtime started."""
+
+    num_steps: int = 0
+    num_prompt_tokens: int = 0  # prompt and prefix tokens evaluated
+    num_generated_tokens: int = 0  # output tokens (sampled + forced)
+    num_forced_tokens: int = 0  # output tokens appended without logits
+    decode_seconds: float = 0.0  # time inside llama_decode
+
+
+class BatchRuntime:
+    """A scheduler, an engine and the worker thread that runs steps while work exists."""
+
+    def __init__(self, engine: StepEngine, scheduler: Scheduler, tokenize: Callable[[str], list[int]]) -> None:
+        self.engine = engine
+        self.scheduler = scheduler
+        self._tokenize = tokenize
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._futures: dict[str, Future] = {}
+        self._wakeup = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self.stats = RuntimeStats()
+
+    # -- producers ------------------------------------------------------------------------
+
+    def tokenize_request(self, request: GenerationRequest) -> TokenizedRequest:
+        """Split the prompt into shared prefix tokens and this request's own tokens."""
+        if not (request.prefix + request.suffix).strip():
+            raise GenerationError("empty prompt")
+        full = self._tokenize(request.prefix + request.suffix)
+        shared = split_shared_prefix(self._tokenize(request.prefix), full) if request.prefix else 0
+        return TokenizedRequest(request=request, prefix_tokens=full[:shared], prompt_tokens=full[shared:])
+
+    def submit(self, request: GenerationRequest) -> Future:
+        """Queue a request; the future resolves to a `GenerationResult` or raises its error."""
+        future: Future = Future()
+        if self._stopping:
+            future.set_exception(GenerationError("the judge is closed"))
+            return future
+        try:
+            item = self.tokenize_request(request)
+        except LocalJudgeError as error:
+            future.set_exception(error)
+            return future
+        self._futures[request.request_id] = future
+        self._inbox.put(("add", item))
+        self._ensure_worker()
+        self._wakeup.set()
+        return future
+
+    def cancel(self, request_id: str) -> None:
+        """Cancel a request wherever it is; its future raises `RequestCancelled`."""
+        self._inbox.put(("cancel", request_id))
+        self._wakeup.set()
+
+    def run(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult | Exception]:
+        """Submit all, wait for all; each entry is a result or the error of that request."""
+        futures = [self.submit(r) for r in requests]
+        outcomes: list[GenerationResult | Exception] = []
+        for future in futures:
+            try:
+                outcomes.append(future.result())
+            except Exception as error:
+                outcomes.append(error)
+        return outcomes
+
+    # -- worker ---------------------------------------------------------------------------
+
+    def _ensure_worker(self) -> None:
+        with self._start_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="localjudge-scheduler", daemon=True)
+                self._thread.start()
+
+    def _drain_inbox(self) -> None:
+        while True:
+            try:
+                kind, payload = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "add":
+                self.scheduler.add(payload)
+            elif kind == "cancel":
+                if not self.scheduler.cancel(payload):
+                    future = self._futures.pop(payload, None)
+                    if future is not None and not future.done():
+                        future.set_exception(RequestCancelled(f"request {payload} was cancelled"))
+
+    def _resolve(self) -> None:
+        for finished in self.scheduler.take_finished():
+            future = self._futures.pop(finished.request_id, None)
+            if future is None or future.done():
+                continue
+            if finished.error is not None:
+                future.set_exception(finished.error)
+            else:
+                future.set_result(finished.result)
+
+    def _loop(self) -> None:
+        scheduler = self.scheduler
+        while not self._stopping:
+            self._drain_inbox()
+            self._resolve()
+            if not scheduler.has_work():
+                self._wakeup.wait(timeout=0.5)
+                self._wakeup.clear()
+                continue
+            try:
+                step = scheduler.schedule()
+                output = self.engine.execute(step.plan)
+                self.stats.decode_seconds += output.seconds
+                scheduler.update_from_output(step, output)
+            except Exception as error:  # the engine broke: fail what is in flight, keep serving
+                scheduler.fail_all(GenerationError(f"engine step failed: {error}"))
+                try:
+                    self.engine.clear()
+                except Exception:
+                    pass
+            self.stats.num_steps = scheduler.num_steps
+            self.stats.num_prompt_tokens = scheduler.num_prompt_tokens
+            self.stats.num_generated_tokens = scheduler.num_generated_tokens
+            self.stats.num_forced_tokens = scheduler.num_forced_tokens
+            self._resolve()
+        self._drain_inbox()
+        self.scheduler.fail_all(GenerationError("the judge was closed"))
+        self._resolve()
+
+    def close(self) -> None:
+        """Stop the worker; requests still queued or running fail with a clear error."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None

@@ -1,0 +1,118 @@
+"""Fakes for exact, fast tests of the logic above the engine (STYLE: fakes ship in the package).
+
+`FakeEngine` executes `StepPlan`s like llama.cpp would, on an emulated KV cache: it checks
+that positions are contiguous per sequence, honours removals and prefix copies, and returns
+logits from a script. If the scheduler got a position, a copy or a row order wrong, the
+script sees the wrong text and the test sees the wrong output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from localjudge.engine.plan import StepOutput, StepPlan
+from localjudge.errors import GenerationError
+from localjudge.grammar.vocabulary import TokenVocabulary, build_vocabulary
+
+BOS_ID, EOS_ID = 0, 1
+_MULTI = ['{"', '"}', '": "', '", "', "yes", "no", "verdict", "reason", "claims", '["', '"]', "mild", "severe"]
+_CHARS = ["\n"] + [chr(c) for c in range(32, 127)] + list("あいうえおはがのにをでしたすです。、日本語東京")
+
+
+class FakeTokenizer:
+    """Greedy longest-match tokenizer over a small vocabulary of characters and a few words."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = ["<bos>", "<eos>"] + _CHARS + _MULTI
+        self.ids = {p: i for i, p in enumerate(self.pieces)}
+        self.max_len = max(len(p) for p in self.pieces)
+
+    @property
+    def n_vocab(self) -> int:
+        return len(self.pieces)
+
+    def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
+        tokens = [BOS_ID] if add_bos else []
+        i = 0
+        while i < len(text):
+            for size in range(min(self.max_len, len(text) - i), 0, -1):
+                token = self.ids.get(text[i : i + size])
+                if token is not None and token > EOS_ID:
+                    tokens.append(token)
+                    i += size
+                    break
+            else:
+                tokens.append(self.ids["?"])
+                i += 1
+        return tokens
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return "".join(self.pieces[t] for t in tokens if t > EOS_ID)
+
+    def vocabulary(self) -> TokenVocabulary:
+        triples = [(i, p.encode(), 0 if i > EOS_ID else 8) for i, p in enumerate(self.pieces)]
+        return build_vocabulary(triples, eos_id=EOS_ID, n_vocab=self.n_vocab)
+
+
+Script = Callable[[str], str]  # prompt text -> the output the fake model wants to write
+
+
+class FakeEngine:
+    """Executes step plans on an emulated KV cache; logits come from a script."""
+
+    def __init__(self, script: Script, *, marker: str = "\n>", tokenizer: FakeTokenizer | None = None) -> None:
+        self.tokenizer = tokenizer or FakeTokenizer()
+        self.script = script
+        self.marker = marker
+        self.kv: dict[int, list[int]] = {}
+        self.plans: list[StepPlan] = []
+        self.n_vocab = self.tokenizer.n_vocab
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.tokenizer.tokenize(text)
+
+    def clear(self) -> None:
+        self.kv.clear()
+
+    def execute(self, plan: StepPlan) -> StepOutput:
+        self.plans.append(plan)
+        for seq_id in plan.removals:
+            self.kv.pop(seq_id, None)
+        for copy in plan.copies:
+            source = self.kv.get(copy.src, [])
+            if len(source) < copy.p1:
+                raise GenerationError(f"copy of positions {copy.p0}..{copy.p1} from a sequence of {len(source)}")
+            self.kv[copy.dst] = list(source[copy.p0 : copy.p1])
+        rows = []
+        for item in plan.tokens:
+            cells = self.kv.setdefault(item.seq_id, [])
+            if item.pos != len(cells):
+                raise GenerationError(f"seq {item.seq_id}: position {item.pos} but {len(cells)} cells")
+            cells.append(item.token)
+            if item.logits:
+                rows.append(self._logits(cells))
+        logits = np.array(rows, dtype=np.float32).reshape(len(rows), self.n_vocab)
+        return StepOutput(logits=logits)
+
+    def _logits(self, cells: list[int]) -> np.ndarray:
+        text = self.tokenizer.detokenize(cells)
+        logits = np.zeros(self.n_vocab, dtype=np.float32)
+        cut = text.rfind(self.marker)
+        if cut < 0:
+            return logits
+        prompt, written = text[: cut + len(self.marker)], text[cut + len(self.marker) :]
+        target = self.script(prompt)
+        if not target.startswith(written):
+            return logits
+        remainder = target[len(written) :]
+        if not remainder:
+            logits[EOS_ID] = 10.0
+            return logits
+        for size in range(min(self.tokenizer.max_len, len(remainder)), 0, -1):
+            token = self.tokenizer.ids.get(remainder[:size])
+            if token is not None and token > EOS_ID:
+                logits[token] = 10.0
+                return logits
+        return logits

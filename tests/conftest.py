@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import pytest
+
+from localjudge.testing import FakeTokenizer
+
+
+@pytest.fixture(scope="session")
+def real_judge():
+    """One real judge on the embedded default model, shared by the real-model tests."""
+    from localjudge import Judge
+
+    judge = Judge(slots=4, max_prefixes=4, n_ctx=4096)
+    yield judge
+    judge.close()
+
+
+@pytest.fixture(scope="session")
+def fake_tokenizer() -> FakeTokenizer:
+    return FakeTokenizer()
+
+
+@pytest.fixture(scope="session")
+def fake_vocabulary(fake_tokenizer):
+    return fake_tokenizer.vocabulary()
+
+
+@pytest.fixture
+def tmp_home(tmp_path, monkeypatch):
+    """An empty LOCALJUDGE_HOME (user registry, caches)."""
+    monkeypatch.setenv("LOCALJUDGE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from localjudge.cli import cli
+from tests.gguf_factory import write_gguf
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_models_list_json():
+    result = invoke("models", "list", "--json")
+    assert result.exit_code == 0
+    rows = json.loads(result.output)
+    default = next(r for r in rows if r["default"])
+    assert default["name"] == "gemma-3-270m" and default["fitness"] == "mechanics-only"
+
+
+def test_models_list_table():
+    result = invoke("models", "list")
+    assert result.exit_code == 0 and "gemma-3-270m" in result.output
+
+
+@pytest.mark.real
+def test_models_verify_default():
+    result = invoke("models", "verify", "gemma-3-270m")
+    assert result.exit_code == 0
+    assert result.output.strip().endswith("OK")
+    assert "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818" in result.output
+
+
+@pytest.mark.real
+def test_models_info_default():
+    result = invoke("models", "info", "--json")
+    assert result.exit_code == 0
+    info = json.loads(result.output)
+    assert info["architecture"] == "gemma3" and info["registry_sha256_ok"] is True
+    assert info["chat_template"] is False and info["quantisation"] == "Q4_K_M"
+
+
+def test_unknown_model_is_one_line_exit_1(tmp_home):
+    result = invoke("models", "verify", "nope")
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [result.output.strip()]
+    assert "unknown model 'nope'" in result.output and "Traceback" not in result.output
+
+
+def test_not_a_gguf_is_one_line_exit_1(tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_text("hello")
+    result = invoke("models", "info", str(junk))
+    assert result.exit_code == 1 and "not a GGUF file" in result.output
+
+
+def test_models_add_then_verify(tmp_home, tmp_path):
+    path = write_gguf(tmp_path / "mine.gguf")
+    added = invoke("models", "add", "mine", str(path), "--license", "mit")
+    assert added.exit_code == 0 and "added mine" in added.output
+    verified = invoke("models", "verify", "mine")
+    assert verified.exit_code == 0 and verified.output.strip().endswith("OK")
+    path.write_bytes(path.read_bytes() + b"x")
+    mismatch = invoke("models", "verify", "mine")
+    assert mismatch.exit_code == 1 and "does not match" in mismatch.output
+
+
+@pytest.mark.real
+def test_demo_prints_constrained_verdicts():
+    result = invoke("demo")
+    assert result.exit_code == 0, result.output
+    verdict_lines = [line for line in result.output.splitlines() if "verdict JSON:" in line]
+    assert len(verdict_lines) == 2
+    for line in verdict_lines:
+        assert json.loads(line.split("verdict JSON:", 1)[1])["verdict"] in ("yes", "no")
+    assert "not meaningful" in result.output

