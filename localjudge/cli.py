@@ -9,9 +9,7 @@ import click
 
 from localjudge.errors import LocalJudgeError
 
-BASE_MODEL_WARNING = (
-    "note: {name} is a base model; its verdicts are not meaningful (use an instruct GGUF for real judging)"
-)
+BASE_MODEL_WARNING = "note: {name} is a base model; its verdicts are not meaningful (use an instruct GGUF for real judging)"
 
 
 class _Group(click.Group):
@@ -85,12 +83,16 @@ def models_info(model: str | None, as_json: bool) -> None:
     from localjudge.registry import resolve, sha256_file
 
     resolved = resolve(model)
-    with LlamaEngine(resolved.path, EngineConfig(n_ctx=512, n_seq_max=1, n_batch=64, n_ubatch=64)) as engine:
+    with LlamaEngine(
+        resolved.path, EngineConfig(n_ctx=512, n_seq_max=1, n_batch=64, n_ubatch=64)
+    ) as engine:
         info = engine.describe()
     info["name"] = resolved.name
     info["sha256"] = sha256_file(resolved.path)
     if resolved.entry is not None:
-        info["registry_sha256_ok"] = resolved.entry.sha256 == info["sha256"] if resolved.entry.sha256 else None
+        info["registry_sha256_ok"] = (
+            resolved.entry.sha256 == info["sha256"] if resolved.entry.sha256 else None
+        )
         info["fitness"] = resolved.entry.fitness
         info["license"] = resolved.entry.license
     if as_json:
@@ -109,7 +111,9 @@ def models_verify(model: str | None) -> None:
 
     result = verify(model)
     if result.expected is None:
-        click.echo(f"{result.name}  {result.actual}  (not in the registry: nothing to compare with)")
+        click.echo(
+            f"{result.name}  {result.actual}  (not in the registry: nothing to compare with)"
+        )
         return
     click.echo(f"{result.name}  {result.actual}  OK")
 
@@ -147,12 +151,130 @@ def models_assemble(model: str | None) -> None:
 
 
 @cli.command()
-@click.option("--model", default=None, help="Registry name or .gguf path (default: the embedded model).")
+@click.option(
+    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
+)
 def demo(model: str | None) -> None:
     """Load the judge and print a grammar-constrained verdict for a sample claim."""
     from localjudge.demo import run_demo
 
     run_demo(model, echo=click.echo)
+
+
+# -- bench ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
+)
+@click.option(
+    "--slots",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Sequences per decode in way (c).",
+)
+@click.option(
+    "--threads",
+    default=None,
+    type=click.IntRange(1, 1024),
+    help="CPU threads (default: physical cores).",
+)
+@click.option(
+    "--claims",
+    default=32,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Claims per workload.",
+)
+@click.option(
+    "--workload",
+    "workloads",
+    multiple=True,
+    type=click.Choice(["single", "multi"]),
+    help="Workloads to run (default: both).",
+)
+@click.option(
+    "--ways",
+    default="abc",
+    show_default=True,
+    help="Which ways to run: a (outlines), b (x1), c (xN).",
+)
+@click.option(
+    "--max-tokens",
+    default=48,
+    show_default=True,
+    type=click.IntRange(8, 4096),
+    help="Token budget per verdict.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def bench(model, slots, threads, claims, workloads, ways, max_tokens, as_json) -> None:
+    """Run one judge workload three ways in this process and compare them.
+
+    (a) outlines' own llama.cpp integration, one claim at a time; (b) our scheduler with one
+    slot; (c) our scheduler with --slots slots. Same prompts, schema, budget, greedy.
+    """
+    from localjudge.bench import reports_to_json, run_bench
+    from localjudge.engine import llama_build_info
+    from localjudge.registry import resolve
+
+    if not ways or set(ways) - set("abc"):
+        raise click.BadParameter("use letters from 'abc'", param_hint="--ways")
+    resolved = resolve(model)
+    progress = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
+    reports = run_bench(
+        model,
+        slots=slots,
+        threads=threads,
+        claims=claims,
+        workloads=tuple(workloads) or ("single", "multi"),
+        ways=ways,
+        max_tokens=max_tokens,
+        progress=progress,
+    )
+    info = llama_build_info()
+    meta = {"threads": threads or info["physical_cores"], "slots": slots, "max_tokens": max_tokens}
+    if as_json:
+        click.echo(json.dumps(reports_to_json(reports, model=resolved.name, meta=meta), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for report in reports:
+        table = Table(
+            title=f"{report.workload} workload, {resolved.name}, {meta['threads']} threads"
+        )
+        for column in (
+            "way",
+            "wall s",
+            "claims/s",
+            "prompt tok eval",
+            "tok gen",
+            "tok/s",
+            "peak RSS MiB",
+            "valid",
+        ):
+            table.add_column(column, justify="left" if column == "way" else "right")
+        for way in report.ways:
+            table.add_row(
+                way.way,
+                f"{way.wall_s:.2f}",
+                f"{way.claims_per_s:.2f}",
+                str(way.prompt_tokens_evaluated),
+                str(way.tokens_generated),
+                f"{way.tokens_per_s:.1f}",
+                f"{way.peak_rss_mib:.0f}",
+                f"{way.share_valid:.0%}",
+            )
+        console.print(table)
+        for a, b in (("c", "a"), ("c", "b")):
+            ratio = report.ratio(a, b)
+            if ratio is not None:
+                console.print(f"  ({a})/({b}) claims/s: {ratio:.2f}x")
+    if resolved.entry is not None and not resolved.entry.meaningful:
+        click.echo(BASE_MODEL_WARNING.format(name=resolved.name))
 
 
 def main() -> None:

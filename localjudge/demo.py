@@ -28,11 +28,13 @@ def run_demo(model: str | None = None, *, echo: Callable[[str], None] = print) -
         requests = []
         for claim in SAMPLE_CLAIMS:
             prefix, suffix = judge.split_prompt(claim_verdict_prompt(SAMPLE_CONTEXT, claim))
-            requests.append(judge.request(suffix, "hallucination_verdict", prefix=prefix, max_tokens=64))
+            requests.append(
+                judge.request(suffix, "hallucination_verdict", prefix=prefix, max_tokens=64)
+            )
         outcomes = judge.generate_many(requests)
         echo("context: " + " ".join(SAMPLE_CONTEXT))
         verdicts = []
-        for claim, outcome in zip(SAMPLE_CLAIMS, outcomes):
+        for claim, outcome in zip(SAMPLE_CLAIMS, outcomes, strict=True):
             if isinstance(outcome, Exception):
                 echo(f"claim: {claim}\n  error: {outcome}")
                 continue
@@ -47,5 +49,7 @@ def run_demo(model: str | None = None, *, echo: Callable[[str], None] = print) -
             verdicts.append({"claim": claim, **outcome.value, "p_yes": p_yes})
         echo(f"load {loaded - started:.1f}s, judge {time.perf_counter() - loaded:.1f}s")
         if not judge.meaningful:
-            echo(f"note: {judge.name} is a base model: the JSON is always valid, the verdicts are not meaningful.")
+            echo(
+                f"note: {judge.name} is a base model: the JSON is always valid, the verdicts are not meaningful."
+            )
     return verdicts

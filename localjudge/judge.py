@@ -15,11 +15,23 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from localjudge.engine import EngineConfig, LlamaEngine
-from localjudge.grammar import CompiledGrammar, TokenVocabulary, build_vocabulary, compile_grammar, load_schema
+from localjudge.grammar import (
+    CompiledGrammar,
+    TokenVocabulary,
+    build_vocabulary,
+    compile_grammar,
+    load_schema,
+)
 from localjudge.grammar.paths import cache_dir
 from localjudge.prompts import PromptParts
 from localjudge.registry import ResolvedModel, resolve
-from localjudge.scheduler import BatchRuntime, GenerationRequest, GenerationResult, SamplingParams, Scheduler
+from localjudge.scheduler import (
+    BatchRuntime,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+    Scheduler,
+)
 
 DEFAULT_MAX_TOKENS = 192
 
@@ -38,7 +50,9 @@ def _vocabulary_for(engine: LlamaEngine) -> TokenVocabulary:
                 return pickle.load(handle)
         except Exception:
             cache_file.unlink(missing_ok=True)
-    vocabulary = build_vocabulary(engine.vocabulary_pieces(), eos_id=engine.eos_id, n_vocab=engine.n_vocab)
+    vocabulary = build_vocabulary(
+        engine.vocabulary_pieces(), eos_id=engine.eos_id, n_vocab=engine.n_vocab
+    )
     partial = cache_file.with_suffix(f".{os.getpid()}.tmp")
     partial.write_bytes(vocabulary.dumps())
     partial.replace(cache_file)
@@ -176,10 +190,14 @@ class Judge:
         seed: int | None = None,
     ) -> GenerationResult:
         """One constrained generation: `prefix + prompt` in, schema-valid JSON out."""
-        request = self.request(prompt, schema, prefix=prefix, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        request = self.request(
+            prompt, schema, prefix=prefix, max_tokens=max_tokens, temperature=temperature, seed=seed
+        )
         return self.submit(request).result()
 
-    def generate_many(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult | Exception]:
+    def generate_many(
+        self, requests: Sequence[GenerationRequest]
+    ) -> list[GenerationResult | Exception]:
         """Run requests together (they share decode steps); an entry per request, in order."""
         return self.runtime.run(requests)
 

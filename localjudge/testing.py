@@ -17,8 +17,26 @@ from localjudge.errors import GenerationError
 from localjudge.grammar.vocabulary import TokenVocabulary, build_vocabulary
 
 BOS_ID, EOS_ID = 0, 1
-_MULTI = ['{"', '"}', '": "', '", "', "yes", "no", "verdict", "reason", "claims", '["', '"]', "mild", "severe"]
-_CHARS = ["\n"] + [chr(c) for c in range(32, 127)] + list("あいうえおはがのにをでしたすです。、日本語東京")
+_MULTI = [
+    '{"',
+    '"}',
+    '": "',
+    '", "',
+    "yes",
+    "no",
+    "verdict",
+    "reason",
+    "claims",
+    '["',
+    '"]',
+    "mild",
+    "severe",
+]
+_CHARS = (
+    ["\n"]
+    + [chr(c) for c in range(32, 127)]
+    + list("あいうえおはがのにをでしたすです。、日本語東京")
+)
 
 
 class FakeTokenizer:
@@ -62,7 +80,9 @@ Script = Callable[[str], str]  # prompt text -> the output the fake model wants 
 class FakeEngine:
     """Executes step plans on an emulated KV cache; logits come from a script."""
 
-    def __init__(self, script: Script, *, marker: str = "\n>", tokenizer: FakeTokenizer | None = None) -> None:
+    def __init__(
+        self, script: Script, *, marker: str = "\n>", tokenizer: FakeTokenizer | None = None
+    ) -> None:
         self.tokenizer = tokenizer or FakeTokenizer()
         self.script = script
         self.marker = marker
@@ -83,13 +103,17 @@ class FakeEngine:
         for copy in plan.copies:
             source = self.kv.get(copy.src, [])
             if len(source) < copy.p1:
-                raise GenerationError(f"copy of positions {copy.p0}..{copy.p1} from a sequence of {len(source)}")
+                raise GenerationError(
+                    f"copy of positions {copy.p0}..{copy.p1} from a sequence of {len(source)}"
+                )
             self.kv[copy.dst] = list(source[copy.p0 : copy.p1])
         rows = []
         for item in plan.tokens:
             cells = self.kv.setdefault(item.seq_id, [])
             if item.pos != len(cells):
-                raise GenerationError(f"seq {item.seq_id}: position {item.pos} but {len(cells)} cells")
+                raise GenerationError(
+                    f"seq {item.seq_id}: position {item.pos} but {len(cells)} cells"
+                )
             cells.append(item.token)
             if item.logits:
                 rows.append(self._logits(cells))

@@ -15,7 +15,9 @@ def write_gguf(path: Path, *, num_tensors: int = 1, chat_template: str | None = 
     kv = [("general.architecture", "llama"), ("llama.context_length", 2048)]
     if chat_template is not None:
         kv.append(("tokenizer.chat_template", chat_template))
-    body = b"GGUF" + struct.pack("<I", 3) + struct.pack("<Q", num_tensors) + struct.pack("<Q", len(kv))
+    body = (
+        b"GGUF" + struct.pack("<I", 3) + struct.pack("<Q", num_tensors) + struct.pack("<Q", len(kv))
+    )
     for key, value in kv:
         body += _string(key)
         if isinstance(value, int):

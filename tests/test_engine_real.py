@@ -14,7 +14,9 @@ pytestmark = pytest.mark.real
 
 @pytest.fixture(scope="module")
 def engine():
-    with LlamaEngine(resolve().path, EngineConfig(n_ctx=1024, n_seq_max=2, n_batch=128, n_ubatch=128)) as engine:
+    with LlamaEngine(
+        resolve().path, EngineConfig(n_ctx=1024, n_seq_max=2, n_batch=128, n_ubatch=128)
+    ) as engine:
         yield engine
 
 
@@ -29,7 +31,13 @@ def test_describe(engine):
 
 @pytest.mark.parametrize(
     "text",
-    ["Hello, world!", "東京は日本の首都です。", "tabs\tand\nnewlines", '{"verdict": "yes"}', "émoji 🚀 mix"],
+    [
+        "Hello, world!",
+        "東京は日本の首都です。",
+        "tabs\tand\nnewlines",
+        '{"verdict": "yes"}',
+        "émoji 🚀 mix",
+    ],
 )
 def test_tokenize_round_trip(engine, text):
     tokens = engine.tokenize(text, add_special=False)
@@ -47,7 +55,9 @@ def test_control_tokens_are_not_parsed_from_user_text(engine):
 
 
 def test_completion_rendering_for_base_model(engine):
-    text = engine.render_chat([{"role": "system", "content": "Rules."}, {"role": "user", "content": "Claim."}])
+    text = engine.render_chat(
+        [{"role": "system", "content": "Rules."}, {"role": "user", "content": "Claim."}]
+    )
     assert text == "Rules.\n\nClaim.\n"
 
 
@@ -61,7 +71,9 @@ def test_chat_template_rendering():
 
 
 def test_close_is_idempotent_and_final():
-    engine = LlamaEngine(resolve().path, EngineConfig(n_ctx=256, n_seq_max=1, n_batch=64, n_ubatch=64))
+    engine = LlamaEngine(
+        resolve().path, EngineConfig(n_ctx=256, n_seq_max=1, n_batch=64, n_ubatch=64)
+    )
     engine.close()
     engine.close()
     assert engine.closed

@@ -20,7 +20,9 @@ def test_vocabulary_filtering():
     assert not keep_token(b"\xc3", 32)  # raw high byte
     assert keep_token(b"\xc3\xa9", 4)  # a whole UTF-8 character
     assert not keep_token(b"", 4)
-    vocab = build_vocabulary([(0, b"a", 4), (1, b"</s>", 4), (2, b"a", 4), (3, b"\x9f", 32)], eos_id=1, n_vocab=4)
+    vocab = build_vocabulary(
+        [(0, b"a", 4), (1, b"</s>", 4), (2, b"a", 4), (3, b"\x9f", 32)], eos_id=1, n_vocab=4
+    )
     assert vocab.pieces == {b"a": [0, 2]}
     assert set(vocab.token_bytes) == {0, 2}
 
@@ -63,6 +65,8 @@ def test_invalid_schema(fake_vocabulary, tmp_home):
     with pytest.raises(SchemaError):
         compile_grammar({"type": "string"}, fake_vocabulary)
     with pytest.raises(SchemaError):
-        compile_grammar({"type": "object", "properties": {"a": {"type": "nonsense"}}}, fake_vocabulary)
+        compile_grammar(
+            {"type": "object", "properties": {"a": {"type": "nonsense"}}}, fake_vocabulary
+        )
     with pytest.raises(SchemaError, match="unknown schema"):
         load_schema("no_such_schema")

@@ -18,7 +18,7 @@ PREFIX = "Context: the sky is blue and grass is green.\n"
 def verdict_script(prompt: str) -> str:
     claim = prompt.split("Claim:")[-1].split("\n")[0].strip()
     verdict = "yes" if "moon" in claim else "no"
-    return json.dumps({"verdict": verdict, "reason": f"checked {claim}"})
+    return json.dumps({"verdict": verdict, "reason": f"checked {claim}"}, separators=(",", ":"))
 
 
 @pytest.fixture
@@ -34,7 +34,9 @@ def make_runtime(vocabulary, script=verdict_script, **kwargs):
 
 
 def claim_request(grammar, claim, *, prefix=PREFIX, max_tokens=60):
-    return GenerationRequest(prefix=prefix, suffix=f"Claim: {claim}\n>", grammar=grammar, max_tokens=max_tokens)
+    return GenerationRequest(
+        prefix=prefix, suffix=f"Claim: {claim}\n>", grammar=grammar, max_tokens=max_tokens
+    )
 
 
 def test_split_shared_prefix():
@@ -49,7 +51,7 @@ def test_many_claims_share_one_prefix_and_all_answer(fake_vocabulary, grammar):
     claims = [f"c{i} {'moon' if i % 3 == 0 else 'sky'}" for i in range(10)]
     results = runtime.run([claim_request(grammar, c) for c in claims])
     runtime.close()
-    for claim, result in zip(claims, results):
+    for claim, result in zip(claims, results, strict=True):
         assert result.value == json.loads(verdict_script(f"Claim: {claim}\n"))
         assert result.finish_reason == "stop"
         choice = result.choice("verdict")
@@ -69,7 +71,11 @@ def test_many_claims_share_one_prefix_and_all_answer(fake_vocabulary, grammar):
 def test_several_prefix_groups_alive_at_once(fake_vocabulary, grammar):
     engine, scheduler, runtime = make_runtime(fake_vocabulary, max_num_seqs=6, max_num_prefixes=3)
     prefixes = [f"Context: fact number {i} is true.\n" for i in range(3)]
-    requests = [claim_request(grammar, f"p{i} c{j}", prefix=p) for i, p in enumerate(prefixes) for j in range(3)]
+    requests = [
+        claim_request(grammar, f"p{i} c{j}", prefix=p)
+        for i, p in enumerate(prefixes)
+        for j in range(3)
+    ]
     results = runtime.run(requests)
     runtime.close()
     assert all(not isinstance(r, Exception) for r in results)
@@ -89,7 +95,7 @@ def test_output_is_deterministic_for_a_fixed_configuration(fake_vocabulary, gram
 
 def test_budget_forces_a_valid_closing(fake_vocabulary, grammar):
     def long_script(prompt):
-        return json.dumps({"verdict": "no", "reason": "x" * 200})
+        return json.dumps({"verdict": "no", "reason": "x" * 200}, separators=(",", ":"))
 
     _, _, runtime = make_runtime(fake_vocabulary, script=long_script)
     for budget in range(grammar.min_tokens, grammar.min_tokens + 12):
@@ -166,7 +172,11 @@ def test_jump_forward_gives_identical_output_and_skips_logits(fake_vocabulary, t
 
     tokenizer = FakeTokenizer()
     vocabulary = build_vocabulary(
-        [(i, p.encode(), 0 if i > 1 else 8) for i, p in enumerate(tokenizer.pieces) if p not in ('{"', '": "', '", "')],
+        [
+            (i, p.encode(), 0 if i > 1 else 8)
+            for i, p in enumerate(tokenizer.pieces)
+            if p not in ('{"', '": "', '", "')
+        ],
         eos_id=1,
         n_vocab=tokenizer.n_vocab,
     )
@@ -174,11 +184,17 @@ def test_jump_forward_gives_identical_output_and_skips_logits(fake_vocabulary, t
     runs = {}
     for jump in (False, True):
         engine = FakeEngine(verdict_script, tokenizer=tokenizer)
-        scheduler = Scheduler(vocabulary=vocabulary, n_ctx=4000, max_num_seqs=3, token_budget=64, jump_forward=jump)
+        scheduler = Scheduler(
+            vocabulary=vocabulary, n_ctx=4000, max_num_seqs=3, token_budget=64, jump_forward=jump
+        )
         runtime = BatchRuntime(engine, scheduler, engine.tokenize)
         results = runtime.run([claim_request(grammar, f"c{i} moon") for i in range(5)])
         runtime.close()
-        runs[jump] = ([r.text for r in results], sum(p.num_logits for p in engine.plans), scheduler.num_forced_tokens)
+        runs[jump] = (
+            [r.text for r in results],
+            sum(p.num_logits for p in engine.plans),
+            scheduler.num_forced_tokens,
+        )
     assert runs[True][0] == runs[False][0]
     assert runs[True][2] > 0 and runs[False][2] == 0
     assert runs[True][1] < runs[False][1]
@@ -211,3 +227,36 @@ def test_closed_runtime_rejects_and_fails_pending(fake_vocabulary, grammar):
     runtime.close()
     with pytest.raises(GenerationError, match="closed"):
         runtime.submit(claim_request(grammar, "c")).result()
+
+
+def drive(scheduler, engine):
+    """Run the state machine by hand until it is idle; results by request id."""
+    while scheduler.has_work():
+        step = scheduler.schedule()
+        scheduler.update_from_output(step, engine.execute(step.plan))
+    return {f.request_id: f.result or f.error for f in scheduler.take_finished()}
+
+
+def test_prefix_is_kept_for_queued_requests_with_one_slot(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, max_num_seqs=1)
+    requests = [claim_request(grammar, f"c{i}") for i in range(4)]
+    for request in requests:
+        scheduler.add(runtime.tokenize_request(request))
+    outcomes = drive(scheduler, engine)
+    results = [outcomes[r.request_id] for r in requests]
+    prefix_len = len(engine.tokenize(PREFIX))
+    assert results[0].counts.prompt_evaluated > prefix_len  # the first request paid for the prefix
+    assert all(r.counts.prompt_evaluated < prefix_len for r in results[1:])
+    assert all(r.counts.prefix_reused == prefix_len for r in results)
+    assert scheduler.num_prompt_tokens == sum(r.counts.prompt_evaluated for r in results)
+    assert engine.kv == {} and not scheduler.groups
+
+
+def test_interleaved_prefixes_with_one_prefix_slot_do_not_stall(fake_vocabulary, grammar):
+    _, scheduler, runtime = make_runtime(fake_vocabulary, max_num_seqs=1, max_num_prefixes=1)
+    prefixes = ["Context: alpha is first.\n", "Context: beta is second.\n"]
+    requests = [claim_request(grammar, f"c{i}", prefix=prefixes[i % 2]) for i in range(6)]
+    results = runtime.run(requests)
+    runtime.close()
+    assert all(r.value["verdict"] == "no" for r in results)
+    assert not scheduler.groups and scheduler.num_reserved_cells == 0

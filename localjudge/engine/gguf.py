@@ -15,7 +15,19 @@ from localjudge.errors import ModelError
 GGUF_MAGIC = b"GGUF"
 
 # GGUF metadata value types -> struct format (scalars) ; 8 = string, 9 = array
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_SCALARS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _STRING, _ARRAY = 8, 9
 _MAX_ARRAY_KEEP = 16  # arrays (token lists) are skipped over; only short ones are kept
 
@@ -88,7 +100,9 @@ def read_gguf_header(path: str | Path, *, max_header_bytes: int = 64 << 20) -> G
     with path.open("rb") as handle:
         data = handle.read(max_header_bytes)
     if len(data) < 4 or data[:4] != GGUF_MAGIC:
-        raise ModelError(f"{path}: not a GGUF file (magic bytes are {data[:4]!r}, expected b'GGUF')")
+        raise ModelError(
+            f"{path}: not a GGUF file (magic bytes are {data[:4]!r}, expected b'GGUF')"
+        )
     reader = _Reader(data, path)
     reader.take(4)
     version = reader.scalar("<I")

@@ -7,6 +7,7 @@ deterministically (`close()` or a `with` block). It never downloads anything.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -14,9 +15,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import llama_cpp
 import numpy as np
 
-import llama_cpp
 from localjudge.engine.gguf import GGUFHeader, read_gguf_header
 from localjudge.engine.plan import StepOutput, StepPlan
 from localjudge.errors import GenerationError, ModelError, PromptTooLongError
@@ -101,7 +102,9 @@ class LlamaEngine:
         model_params.n_gpu_layers = n_gpu_layers
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), model_params)
         if not model:
-            raise ModelError(f"{self.path}: llama.cpp could not load this GGUF (truncated or corrupt?)")
+            raise ModelError(
+                f"{self.path}: llama.cpp could not load this GGUF (truncated or corrupt?)"
+            )
         self._model = model
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
@@ -160,10 +163,8 @@ class LlamaEngine:
         self.close()
 
     def __del__(self) -> None:  # a safety net; close() is the real contract
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
     def _require_open(self) -> None:
         if self._ctx is None:
@@ -192,7 +193,9 @@ class LlamaEngine:
 
     # -- text <-> tokens ------------------------------------------------------------------
 
-    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
+    def tokenize(
+        self, text: str, *, add_special: bool = True, parse_special: bool = False
+    ) -> list[int]:
         """Tokenize `text`; `add_special` adds BOS as the model wants it."""
         self._require_open()
         data = text.encode("utf-8", errors="surrogatepass")
@@ -234,16 +237,18 @@ class LlamaEngine:
 
     # -- prompts --------------------------------------------------------------------------
 
-    def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
+    def render_chat(
+        self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True
+    ) -> str:
         """Render messages with the GGUF's own chat template, or a plain completion format."""
         from localjudge.engine.template import render_messages
 
         return render_messages(
             self.chat_template,
             messages,
-            bos_token=self.token_bytes(int(llama_cpp.llama_vocab_bos(self._vocab)), special=True).decode(
-                "utf-8", "replace"
-            ),
+            bos_token=self.token_bytes(
+                int(llama_cpp.llama_vocab_bos(self._vocab)), special=True
+            ).decode("utf-8", "replace"),
             eos_token=self.token_bytes(self.eos_id, special=True).decode("utf-8", "replace"),
             add_generation_prompt=add_generation_prompt,
         )
@@ -274,7 +279,9 @@ class LlamaEngine:
             if num_tokens == 0:
                 return StepOutput(logits=np.empty((0, self.n_vocab), dtype=np.float32))
             if num_tokens > self.config.n_batch:
-                raise GenerationError(f"step of {num_tokens} tokens exceeds n_batch={self.config.n_batch}")
+                raise GenerationError(
+                    f"step of {num_tokens} tokens exceeds n_batch={self.config.n_batch}"
+                )
             batch = self._batch
             for i, item in enumerate(plan.tokens):
                 batch.token[i] = item.token
@@ -290,7 +297,9 @@ class LlamaEngine:
                 raise GenerationError(f"llama_decode failed with status {status} (KV cache full?)")
             num_logits = plan.num_logits
             if num_logits == 0:
-                return StepOutput(logits=np.empty((0, self.n_vocab), dtype=np.float32), seconds=seconds)
+                return StepOutput(
+                    logits=np.empty((0, self.n_vocab), dtype=np.float32), seconds=seconds
+                )
             pointer = llama_cpp.llama_get_logits(self._ctx)
             logits = np.ctypeslib.as_array(pointer, shape=(num_logits, self.n_vocab))
             return StepOutput(logits=logits, seconds=seconds)
@@ -298,11 +307,36 @@ class LlamaEngine:
 
 # llama_ftype values of the quantisations users meet most (llama.h)
 _FTYPES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
-    11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
-    17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
-    23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S",
-    29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    19: "IQ2_XXS",
+    20: "IQ2_XS",
+    21: "Q2_K_S",
+    22: "IQ3_XS",
+    23: "IQ3_XXS",
+    24: "IQ1_S",
+    25: "IQ4_NL",
+    26: "IQ3_S",
+    27: "IQ3_M",
+    28: "IQ2_S",
+    29: "IQ2_M",
+    30: "IQ4_XS",
+    31: "IQ1_M",
+    32: "BF16",
 }
 
 

@@ -23,9 +23,11 @@ from localjudge.errors import SchemaError
 from localjudge.grammar.paths import cache_dir
 from localjudge.grammar.vocabulary import TokenVocabulary
 
-# one optional space between JSON tokens: compact output, small index
-WHITESPACE_PATTERN = r"[ ]?"
-_CACHE_VERSION = "1"
+# no whitespace between JSON tokens: compact output, a small index, and long stretches of
+# text fixed by the schema (`{"verdict":"`) that jump-forward appends without logits
+WHITESPACE_PATTERN = ""
+_CACHE_VERSION = "2"
+_MAX_FORCED_BYTES = 256
 _ENUM_START = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"[ ]?:[ ]?"$')
 
 
@@ -41,6 +43,7 @@ class CompiledGrammar:
     allowed: dict[int, np.ndarray]  # state -> allowed token ids (EOS excluded), sorted
     distance: dict[int, int]  # state -> fewest tokens to reach a final state
     closing: dict[int, np.ndarray]  # state -> tokens whose next state is nearest to final
+    forced: dict[int, int]  # state -> the one canonical token where the schema fixes the text
     enum_fields: dict[str, list[str]]  # property name -> enum options (choice points)
     token_text: dict[int, str] = field(repr=False, default_factory=dict)  # ids at choice points
 
@@ -54,11 +57,12 @@ class CompiledGrammar:
         return state in self.final_states
 
     def forced_token(self, state: int) -> int | None:
-        """The only token allowed in `state`, if exactly one is (jump-forward)."""
-        tokens = self.allowed.get(state)
-        if tokens is not None and len(tokens) == 1 and state not in self.final_states:
-            return int(tokens[0])
-        return None
+        """The only token allowed in `state`, if exactly one is (jump-forward).
+
+        Where the schema fixes the next bytes (`","reason":"`), only their canonical
+        (longest-match) tokenization is allowed, so exactly one token is.
+        """
+        return self.forced.get(state)
 
     @property
     def min_tokens(self) -> int:
@@ -79,7 +83,11 @@ class CompiledGrammar:
 
     def option_of(self, field_name: str, piece: str) -> str | None:
         """Which enum option of `field_name` a token spelling `piece` commits to."""
-        candidates = [o for o in self.enum_fields[field_name] if (o + '"').startswith(piece) or piece.startswith(o + '"')]
+        candidates = [
+            o
+            for o in self.enum_fields[field_name]
+            if (o + '"').startswith(piece) or piece.startswith(o + '"')
+        ]
         return candidates[0] if len(candidates) == 1 else None
 
 
@@ -92,7 +100,8 @@ def _enum_fields(schema: dict) -> dict[str, list[str]]:
     }
 
 
-def _tables(index: outlines_core.Index, eos_id: int):
+def _tables(index: outlines_core.Index, vocabulary: TokenVocabulary):
+    eos_id = vocabulary.eos_id
     transitions: dict[int, dict[int, int]] = index.get_transitions()
     final_states = frozenset(index.get_final_states())
     allowed: dict[int, np.ndarray] = {}
@@ -121,12 +130,68 @@ def _tables(index: outlines_core.Index, eos_id: int):
             sorted(t for t, target in edges.items() if t != eos_id and distance.get(target) == best),
             dtype=np.int64,
         )
-    return final_states, allowed, distance, closing
+    forced = _forced_tokens(transitions, allowed, final_states, vocabulary)
+    for state, token in forced.items():
+        allowed[state] = np.array([token], dtype=np.int64)
+    return final_states, allowed, distance, closing, forced
+
+
+def _forced_tokens(transitions, allowed, final_states, vocabulary: TokenVocabulary) -> dict[int, int]:
+    """Per state, the canonical token of the bytes the schema fixes next, if any.
+
+    The fixed bytes are found by walking single-byte tokens while every allowed token starts
+    with the same byte; the canonical token is the longest allowed token spelling a prefix of
+    them. Allowing only it keeps the language (the same strings stay reachable) and makes
+    decoding the same with or without jump-forward.
+    """
+    n_vocab = vocabulary.n_vocab
+    first_byte = np.full(n_vocab, -1, dtype=np.int16)
+    single: dict[int, int] = {}
+    for token, piece in vocabulary.token_bytes.items():
+        if token < n_vocab:
+            first_byte[token] = piece[0]
+        if len(piece) == 1:
+            single.setdefault(piece[0], token)
+
+    def fixed_bytes(state: int) -> bytes:
+        out = bytearray()
+        while state not in final_states and len(out) < _MAX_FORCED_BYTES:
+            ids = allowed.get(state)
+            if ids is None or len(ids) == 0:
+                break
+            firsts = np.unique(first_byte[ids])
+            if len(firsts) != 1 or firsts[0] < 0:
+                break
+            byte = int(firsts[0])
+            token = single.get(byte)
+            if token is None or token not in transitions[state]:
+                break
+            out.append(byte)
+            state = transitions[state][token]
+        return bytes(out)
+
+    forced: dict[int, int] = {}
+    for state, edges in transitions.items():
+        if state in final_states:
+            continue
+        fixed = fixed_bytes(state)
+        for size in range(len(fixed), 0, -1):
+            candidates = [t for t in vocabulary.pieces.get(fixed[:size], ()) if t in edges]
+            if candidates:
+                forced[state] = min(candidates)
+                break
+    return forced
 
 
 def _cache_key(schema_text: str, vocabulary: TokenVocabulary) -> str:
     digest = hashlib.sha256()
-    for part in (_CACHE_VERSION, outlines_core.__name__, schema_text, WHITESPACE_PATTERN, vocabulary.fingerprint):
+    for part in (
+        _CACHE_VERSION,
+        outlines_core.__name__,
+        schema_text,
+        WHITESPACE_PATTERN,
+        vocabulary.fingerprint,
+    ):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:32]
 
@@ -149,8 +214,10 @@ def compile_grammar(
         regex = build_regex_from_schema(json.dumps(schema, ensure_ascii=False), WHITESPACE_PATTERN)
         index = outlines_core.Index(regex, vocabulary.to_outlines())
     except Exception as error:  # outlines raises ValueError/RuntimeError variants
-        raise SchemaError(f"cannot compile schema {schema.get('$id', schema.get('title', ''))!r}: {error}") from None
-    final_states, allowed, distance, closing = _tables(index, vocabulary.eos_id)
+        raise SchemaError(
+            f"cannot compile schema {schema.get('$id', schema.get('title', ''))!r}: {error}"
+        ) from None
+    final_states, allowed, distance, closing, forced = _tables(index, vocabulary)
     initial = index.get_initial_state()
     if initial not in distance:
         raise SchemaError("schema admits no finite JSON value over this vocabulary")
@@ -158,7 +225,9 @@ def compile_grammar(
     token_text = {}
     if enum_fields:
         for token_id, piece in vocabulary.token_bytes.items():
-            if len(piece) <= 16 and piece[:1] in {o[:1].encode() for opts in enum_fields.values() for o in opts}:
+            if len(piece) <= 16 and piece[:1] in {
+                o[:1].encode() for opts in enum_fields.values() for o in opts
+            }:
                 token_text[token_id] = piece.decode("utf-8", "replace")
     grammar = CompiledGrammar(
         schema=schema,
@@ -169,6 +238,7 @@ def compile_grammar(
         allowed=allowed,
         distance=distance,
         closing=closing,
+        forced=forced,
         enum_fields=enum_fields,
         token_text=token_text,
     )

@@ -60,7 +60,9 @@ def build_vocabulary(
     digest = hashlib.sha256()
     digest.update(f"{eos_id}:{n_vocab}:".encode())
     for piece in sorted(pieces):
-        digest.update(piece.hex().encode() + b"=" + ",".join(map(str, pieces[piece])).encode() + b";")
+        digest.update(
+            piece.hex().encode() + b"=" + ",".join(map(str, pieces[piece])).encode() + b";"
+        )
     return TokenVocabulary(
         eos_id=eos_id,
         n_vocab=n_vocab,

@@ -20,27 +20,27 @@ Rules:
 - Praise or opinion ("pioneering", "made history") is hallucinated unless the context says it.
 - "may", "probably" about a fact the context states is fine; about a fact it does not state, it is hallucinated.
 - A rounder number or a less precise date that agrees with the context is fine; a wrong number or date is hallucinated.
-Reply with one JSON object: {"verdict": "yes" or "no", "reason": one short sentence}.
+Reply with one JSON object: {"verdict":"yes" or "no","reason":"one short sentence"}.
 
 Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
 Claim: The Eiffel Tower was completed in 1899.
-Answer: {"verdict": "yes", "reason": "The context says 1889, not 1899."}
+Answer: {"verdict":"yes","reason":"The context says 1889, not 1899."}
 
 Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
 Claim: The tower is roughly 300 metres high.
-Answer: {"verdict": "no", "reason": "About 300 metres agrees with about 330 metres."}
+Answer: {"verdict":"no","reason":"About 300 metres agrees with about 330 metres."}
 
 Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
 Claim: It was a pioneering masterpiece of engineering.
-Answer: {"verdict": "yes", "reason": "The context gives no such judgement."}
+Answer: {"verdict":"yes","reason":"The context gives no such judgement."}
 
 Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
 Claim: It was probably finished in the late 1880s.
-Answer: {"verdict": "no", "reason": "1889 is in the late 1880s."}
+Answer: {"verdict":"no","reason":"1889 is in the late 1880s."}
 
 Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
 Claim: It may have been painted red at first.
-Answer: {"verdict": "yes", "reason": "The context says nothing about its colour."}"""
+Answer: {"verdict":"yes","reason":"The context says nothing about its colour."}"""
 
 
 def format_context(context: list[str]) -> str:
@@ -61,4 +61,4 @@ def claim_verdict_prompt(context: list[str], claim: str) -> PromptParts:
 
 def example_verdict(verdict: str, reason: str) -> str:
     """A verdict in the exact shape the grammar produces (used by tests and docs)."""
-    return json.dumps({"verdict": verdict, "reason": reason}, ensure_ascii=False)
+    return json.dumps({"verdict": verdict, "reason": reason}, ensure_ascii=False, separators=(",", ":"))

@@ -37,8 +37,8 @@ from localjudge.scheduler.request import (
     GenerationRequest,
     GenerationResult,
     SamplingParams,
-    TokenCounts,
     Timings,
+    TokenCounts,
 )
 
 
@@ -57,6 +57,10 @@ class TokenizedRequest:
     prefix_tokens: list[int]  # shared tokens (a true token prefix of the prompt); may be empty
     prompt_tokens: list[int]  # tokens this request evaluates itself (at least one)
     submitted_at: float = field(default_factory=time.perf_counter)
+    prefix_key: tuple[int, ...] = field(init=False)  # identity of the prefix group
+
+    def __post_init__(self) -> None:
+        self.prefix_key = tuple(self.prefix_tokens)
 
 
 @dataclass
@@ -101,6 +105,10 @@ class Sequence:
     @property
     def request_id(self) -> str:
         return self.item.request.request_id
+
+    @property
+    def prefix_key(self) -> tuple[int, ...]:
+        return self.item.prefix_key
 
     @property
     def max_tokens(self) -> int:
@@ -175,7 +183,9 @@ class Scheduler:
         """Queue a tokenized request; one that can never fit finishes at once with an error."""
         request = item.request
         grammar = request.grammar
-        seq = Sequence(item=item, grammar=grammar, sampling=request.sampling, state=grammar.initial_state)
+        seq = Sequence(
+            item=item, grammar=grammar, sampling=request.sampling, state=grammar.initial_state
+        )
         if request.sampling.temperature > 0:
             seq.rng = np.random.default_rng(request.sampling.seed)
         total = len(item.prefix_tokens) + len(item.prompt_tokens) + request.max_tokens
@@ -205,6 +215,7 @@ class Scheduler:
         for seq in list(self.waiting):
             if seq.request_id == request_id:
                 self.waiting.remove(seq)
+                self._drop_idle_groups()
                 self._fail(seq, RequestCancelled(f"request {request_id} was cancelled"))
                 return True
         for seq in self.running:
@@ -224,17 +235,26 @@ class Scheduler:
     # -- admission ------------------------------------------------------------------------
 
     def _admit(self, now: float) -> None:
+        """Admit queued requests in order while a slot and KV cells are free.
+
+        Idle prefix groups (kept because a queued request will reuse them) are evicted when
+        the request at the head of the queue needs their sequence id or cells.
+        """
         while self.waiting and self._free_seq_ids:
             seq = self.waiting[0]
-            key = tuple(seq.item.prefix_tokens)
+            key = seq.prefix_key
             group = self.groups.get(key) if key else None
-            needed = seq.cells_needed
-            if key and group is None:
-                if not self._free_prefix_ids:
-                    return
-                needed += len(key)
-            if self.num_reserved_cells + needed > self.n_ctx:
-                return  # wait for running sequences to free cells
+            needed = seq.cells_needed + (len(key) if key and group is None else 0)
+            if (
+                key
+                and group is None
+                and not self._free_prefix_ids
+                and not self._evict_idle_group(key)
+            ):
+                return
+            while self.num_reserved_cells + needed > self.n_ctx:
+                if not self._evict_idle_group(key):
+                    return  # wait for running sequences to free cells
             self.waiting.popleft()
             if key and group is None:
                 group = PrefixGroup(key=key, seq_id=self._free_prefix_ids.pop(0))
@@ -249,6 +269,21 @@ class Scheduler:
             self.num_reserved_cells += needed
             self.running.append(seq)
 
+    def _evict_idle_group(self, keep: tuple[int, ...]) -> bool:
+        """Drop one prefix group no admitted request uses (not `keep`); False if none."""
+        for key, group in self.groups.items():
+            if group.num_refs == 0 and key != keep:
+                self._drop_group(group)
+                return True
+        return False
+
+    def _drop_group(self, group: PrefixGroup) -> None:
+        del self.groups[group.key]
+        self._removals.append(group.seq_id)
+        self._free_prefix_ids.append(group.seq_id)
+        self._free_prefix_ids.sort()
+        self.num_reserved_cells -= len(group.key)
+
     def _release(self, seq: Sequence) -> None:
         """Give back a sequence's id and cells; drop its prefix group when unused."""
         if seq in self.running:
@@ -259,17 +294,18 @@ class Scheduler:
             self._free_seq_ids.sort()
             self.num_reserved_cells -= seq.cells_needed
             seq.seq_id = None
-        group = seq.group
-        if group is not None:
-            group.num_refs -= 1
+        if seq.group is not None:
+            seq.group.num_refs -= 1
             seq.group = None
-            if group.num_refs == 0:
-                del self.groups[group.key]
-                self._removals.append(group.seq_id)
-                self._free_prefix_ids.append(group.seq_id)
-                self._free_prefix_ids.sort()
-                self.num_reserved_cells -= len(group.key)
+            self._drop_idle_groups()
         seq.status = SeqStatus.FINISHED
+
+    def _drop_idle_groups(self) -> None:
+        """Drop prefix groups that no admitted request uses and no queued request awaits."""
+        awaited = {seq.prefix_key for seq in self.waiting}
+        for key, group in list(self.groups.items()):
+            if group.num_refs == 0 and key not in awaited:
+                self._drop_group(group)
 
     def _fail(self, seq: Sequence, error: Exception) -> None:
         seq.status = SeqStatus.FINISHED
@@ -368,19 +404,34 @@ class Scheduler:
                 self._advance(seq, output.logits[row])
             except Exception as error:  # one broken sequence must not stop the others
                 self._release(seq)
-                self._fail(seq, error if isinstance(error, GenerationError) else GenerationError(str(error)))
+                self._fail(
+                    seq,
+                    error if isinstance(error, GenerationError) else GenerationError(str(error)),
+                )
 
     def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
         grammar = seq.grammar
-        token = self._choose(seq, logits)
-        self._accept(seq, token, forced=False)
+        self._accept(seq, self._choose(seq, logits), forced=False)
         while self.jump_forward and not grammar.is_final(seq.state):
-            forced = grammar.forced_token(seq.state)
+            forced = self._forced(seq)
             if forced is None:
                 break
             self._accept(seq, forced, forced=True)
         if grammar.is_final(seq.state):
             self._complete(seq)
+
+    @staticmethod
+    def _forced(seq: Sequence) -> int | None:
+        """The grammar's only token here, if taking it still leaves room to close the JSON."""
+        grammar = seq.grammar
+        token = grammar.forced_token(seq.state)
+        if token is None:
+            return None
+        limit = seq.max_tokens - len(seq.output_tokens) - 1
+        next_state = grammar.next_state(seq.state, token)
+        if next_state is None or grammar.distance.get(next_state, limit + 1) > limit:
+            return None
+        return token
 
     def _accept(self, seq: Sequence, token: int, *, forced: bool) -> None:
         next_state = seq.grammar.next_state(seq.state, token)
@@ -408,10 +459,17 @@ class Scheduler:
         limit = seq.max_tokens - len(seq.output_tokens) - 1
         distance = grammar.distance
 
-        field_name = grammar.choice_field(seq.output_bytes.decode("utf-8", "replace")) if grammar.enum_fields else None
+        field_name = (
+            grammar.choice_field(seq.output_bytes.decode("utf-8", "replace"))
+            if grammar.enum_fields
+            else None
+        )
         if field_name is not None:
             self._record_choice(seq, field_name, logits)
 
+        forced = self._forced(seq)
+        if forced is not None:  # what jump-forward would have appended without logits
+            return forced
         if seq.sampling.greedy:
             token = int(np.argmax(logits))
             next_state = grammar.next_state(state, token)
@@ -438,7 +496,7 @@ class Scheduler:
         allowed = grammar.allowed[seq.state]
         probs = _softmax(logits[allowed].astype(np.float64))
         by_option: dict[str, float] = dict.fromkeys(grammar.enum_fields[field_name], 0.0)
-        for token, prob in zip(allowed.tolist(), probs.tolist()):
+        for token, prob in zip(allowed.tolist(), probs.tolist(), strict=True):
             option = grammar.option_of(field_name, grammar.token_text.get(token, ""))
             if option is not None:
                 by_option[option] += prob
@@ -458,7 +516,9 @@ class Scheduler:
             self._fail(seq, VerdictError(f"judge reply failed validation: {message}"))
             return
         choices = [
-            ChoicePoint(field=c.field, probabilities=c.probabilities, chosen=str(value.get(c.field, "")))
+            ChoicePoint(
+                field=c.field, probabilities=c.probabilities, chosen=str(value.get(c.field, ""))
+            )
             for c in seq.choices
         ]
         submitted = seq.item.submitted_at
@@ -484,6 +544,7 @@ class Scheduler:
             self._fail(seq, error)
         while self.waiting:
             self._fail(self.waiting.popleft(), error)
+        self._drop_idle_groups()
 
 
 def _softmax(scores: np.ndarray) -> np.ndarray:

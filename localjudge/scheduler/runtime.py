@@ -7,6 +7,7 @@ so every `llama_decode` carries the work of all producers at once.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ def split_shared_prefix(prefix_tokens: list[int], full_tokens: list[int]) -> int
     """How many leading tokens of the prompt can be shared: the longest common token
     prefix of the tokenized prefix and the tokenized prompt, keeping one prompt token."""
     shared = 0
-    for a, b in zip(prefix_tokens, full_tokens):
+    for a, b in zip(prefix_tokens, full_tokens, strict=False):
         if a != b:
             break
         shared += 1
@@ -53,7 +54,9 @@ class RuntimeStats:
 class BatchRuntime:
     """A scheduler, an engine and the worker thread that runs steps while work exists."""
 
-    def __init__(self, engine: StepEngine, scheduler: Scheduler, tokenize: Callable[[str], list[int]]) -> None:
+    def __init__(
+        self, engine: StepEngine, scheduler: Scheduler, tokenize: Callable[[str], list[int]]
+    ) -> None:
         self.engine = engine
         self.scheduler = scheduler
         self._tokenize = tokenize
@@ -73,7 +76,9 @@ class BatchRuntime:
             raise GenerationError("empty prompt")
         full = self._tokenize(request.prefix + request.suffix)
         shared = split_shared_prefix(self._tokenize(request.prefix), full) if request.prefix else 0
-        return TokenizedRequest(request=request, prefix_tokens=full[:shared], prompt_tokens=full[shared:])
+        return TokenizedRequest(
+            request=request, prefix_tokens=full[:shared], prompt_tokens=full[shared:]
+        )
 
     def submit(self, request: GenerationRequest) -> Future:
         """Queue a request; the future resolves to a `GenerationResult` or raises its error."""
@@ -113,7 +118,9 @@ class BatchRuntime:
     def _ensure_worker(self) -> None:
         with self._start_lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="localjudge-scheduler", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._loop, name="localjudge-scheduler", daemon=True
+                )
                 self._thread.start()
 
     def _drain_inbox(self) -> None:
@@ -124,11 +131,10 @@ class BatchRuntime:
                 return
             if kind == "add":
                 self.scheduler.add(payload)
-            elif kind == "cancel":
-                if not self.scheduler.cancel(payload):
-                    future = self._futures.pop(payload, None)
-                    if future is not None and not future.done():
-                        future.set_exception(RequestCancelled(f"request {payload} was cancelled"))
+            elif kind == "cancel" and not self.scheduler.cancel(payload):
+                future = self._futures.pop(payload, None)
+                if future is not None and not future.done():
+                    future.set_exception(RequestCancelled(f"request {payload} was cancelled"))
 
     def _resolve(self) -> None:
         for finished in self.scheduler.take_finished():
@@ -156,10 +162,8 @@ class BatchRuntime:
                 scheduler.update_from_output(step, output)
             except Exception as error:  # the engine broke: fail what is in flight, keep serving
                 scheduler.fail_all(GenerationError(f"engine step failed: {error}"))
-                try:
+                with contextlib.suppress(Exception):
                     self.engine.clear()
-                except Exception:
-                    pass
             self.stats.num_steps = scheduler.num_steps
             self.stats.num_prompt_tokens = scheduler.num_prompt_tokens
             self.stats.num_generated_tokens = scheduler.num_generated_tokens

@@ -1,0 +1,429 @@
+"""`localjudge bench`: one workload run three ways in one process, reported as ratios.
+
+(a) outlines' own llama.cpp integration (`outlines.from_llamacpp` + `outlines.Generator`),
+    one claim at a time: the path a user would write with the same packages;
+(b) our scheduler with one slot;
+(c) our scheduler with N slots.
+Every way gets the same prompt texts, schema, token budget and greedy decoding.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import jsonschema
+import psutil
+
+from localjudge.grammar import load_schema
+from localjudge.judge import Judge
+from localjudge.prompts import claim_verdict_prompt
+from localjudge.registry import resolve
+
+SCHEMA = "hallucination_verdict"
+
+# ~350 tokens of context, and claims about it: some supported, some not
+SINGLE_CONTEXT = [
+    "The Aurora Regional Library opened in March 1998 in the town of Fenwick, on the site of a former textile mill.",
+    "The building was designed by the architect Helena Marsh and has three floors with a total area of about 4,200 square metres.",
+    "At opening it held 85,000 books; by 2020 the collection had grown to roughly 240,000 items, including 30,000 audiobooks and films.",
+    "The library is open from 9 a.m. to 8 p.m. on weekdays and from 10 a.m. to 4 p.m. on Saturdays; it is closed on Sundays.",
+    "In 2011 a solar roof was installed, which supplies about 40 percent of the building's electricity.",
+    "The children's wing was added in 2005 and was funded by a donation of 1.2 million euros from the Fenwick Savings Cooperative.",
+    "The library employs 46 staff, of whom 12 work part-time, and it is run by the Fenwick District Council.",
+    "Each year it hosts a poetry festival in October, which attracted about 3,000 visitors in 2019.",
+    "Membership is free for residents of the district; visitors from elsewhere pay an annual fee of 15 euros.",
+    "A mobile library van serves eleven villages in the district twice a month.",
+    "In 2016 the library began lending musical instruments, starting with 60 guitars, keyboards and violins.",
+    "The reading room on the top floor overlooks the river Wend and seats 120 people.",
+]
+SINGLE_CLAIMS = [
+    "The library opened in March 1998.",
+    "The library opened in 1989.",
+    "It stands on the site of a former textile mill.",
+    "It was built on the site of an old railway station.",
+    "Helena Marsh designed the building.",
+    "The building has five floors.",
+    "Its floor area is roughly 4,000 square metres.",
+    "The collection held 85,000 books at opening.",
+    "By 2020 the collection had about 240,000 items.",
+    "The library holds over a million books.",
+    "It is open until 8 p.m. on weekdays.",
+    "It is open on Sundays.",
+    "A solar roof was installed in 2011.",
+    "The solar roof supplies all of the building's electricity.",
+    "The children's wing was added in 2005.",
+    "The children's wing cost 5 million euros.",
+    "The library has 46 employees.",
+    "All staff work full-time.",
+    "The Fenwick District Council runs the library.",
+    "The poetry festival takes place every October.",
+    "The festival attracted about 3,000 visitors in 2019.",
+    "The festival is the largest in Europe.",
+    "Membership is free for district residents.",
+    "Visitors from elsewhere pay 50 euros a year.",
+    "A mobile library van serves eleven villages.",
+    "The van visits the villages every day.",
+    "Since 2016 the library lends musical instruments.",
+    "The library lends pianos and drums.",
+    "The reading room overlooks the river Wend.",
+    "The reading room seats 120 people.",
+    "The library is probably the most beautiful building in Fenwick.",
+    "The library may have been renovated in 2011.",
+]
+MULTI_ITEMS = [
+    (
+        [
+            "Mount Kerrel is a dormant volcano 2,874 metres high.",
+            "Its last eruption was in 1712.",
+            "The first recorded ascent was made in 1863 by a team of four climbers from Lyon.",
+            "A cable car built in 1974 reaches the northern shoulder at 2,100 metres.",
+        ],
+        [
+            "Mount Kerrel is about 2,900 metres high.",
+            "It last erupted in 1912.",
+            "The first ascent was in 1863.",
+            "Six climbers made the first ascent.",
+            "A cable car reaches 2,100 metres.",
+            "The cable car was built in 1974.",
+            "The volcano is still active.",
+            "The climbers came from Lyon.",
+        ],
+    ),
+    (
+        [
+            "The Tessel ferry links Harwick and the island of Tessel in 35 minutes.",
+            "It runs every hour between 6 a.m. and 10 p.m.",
+            "The ship, the MV Gull, carries up to 400 passengers and 60 cars.",
+            "A return ticket for an adult costs 18 euros; children under 12 travel free.",
+        ],
+        [
+            "The crossing takes 35 minutes.",
+            "The ferry runs every half hour.",
+            "The last ferry leaves at 10 p.m.",
+            "The MV Gull carries 400 passengers.",
+            "The ship carries 200 cars.",
+            "An adult return ticket costs 18 euros.",
+            "Children under 12 travel free.",
+            "The ferry is the fastest in the country.",
+        ],
+    ),
+    (
+        [
+            "Brightwater Bakery was founded in 1952 by Ada and Tom Fellows.",
+            "It bakes about 1,500 loaves a day in a wood-fired oven.",
+            "The bakery won the national rye bread prize in 2018 and 2021.",
+            "It has two shops, one on Mill Street and one at the station.",
+        ],
+        [
+            "The bakery was founded in 1952.",
+            "Ada and Tom Fellows founded it.",
+            "It bakes around 1,500 loaves a day.",
+            "The oven is electric.",
+            "It won the rye bread prize in 2018.",
+            "It won the prize three times.",
+            "One shop is on Mill Street.",
+            "The bakery has ten shops.",
+        ],
+    ),
+    (
+        [
+            "The Lindqvist Observatory sits at 1,640 metres on the Varna plateau.",
+            "Its main telescope has a mirror 2.4 metres across and saw first light in 1991.",
+            "About 9,000 visitors tour the observatory each summer.",
+            "Public viewing nights are held on the first Friday of each month.",
+        ],
+        [
+            "The observatory is on the Varna plateau.",
+            "It sits at about 1,600 metres.",
+            "The main mirror is 2.4 metres across.",
+            "The telescope saw first light in 2001.",
+            "About 9,000 people visit each summer.",
+            "Viewing nights are held every Friday.",
+            "The observatory discovered a comet.",
+            "Viewing nights are on the first Friday of the month.",
+        ],
+    ),
+]
+
+
+@dataclass
+class WayResult:
+    """One way of running one workload."""
+
+    way: str  # "a: outlines", "b: scheduler x1", "c: scheduler xN"
+    claims: int
+    wall_s: float
+    prompt_tokens_evaluated: int
+    tokens_generated: int
+    peak_rss_mib: float
+    valid: int  # replies that parse and match the schema
+
+    @property
+    def claims_per_s(self) -> float:
+        return self.claims / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_generated / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def share_valid(self) -> float:
+        return self.valid / self.claims if self.claims else 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {
+            "claims_per_s": round(self.claims_per_s, 3),
+            "tokens_per_s": round(self.tokens_per_s, 2),
+            "share_valid": round(self.share_valid, 4),
+        }
+
+
+@dataclass
+class WorkloadReport:
+    workload: str
+    ways: list[WayResult] = field(default_factory=list)
+
+    def ratio(self, a: str, b: str) -> float | None:
+        by_key = {w.way[0]: w for w in self.ways}
+        if a in by_key and b in by_key and by_key[b].claims_per_s:
+            return by_key[a].claims_per_s / by_key[b].claims_per_s
+        return None
+
+
+class _PeakRss:
+    """Samples this process's resident memory in the background; `peak` in MiB."""
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self._process = psutil.Process()
+        self._interval = interval
+        self._stop = threading.Event()
+        self.peak = 0
+
+    def __enter__(self) -> _PeakRss:
+        self.peak = self._process.memory_info().rss
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.peak = max(self.peak, self._process.memory_info().rss)
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+    @property
+    def peak_mib(self) -> float:
+        return self.peak / (1 << 20)
+
+
+def workload_items(name: str, num_claims: int) -> list[tuple[list[str], list[str]]]:
+    """(context, claims) items of a workload; claims repeat in order to reach `num_claims`."""
+    if name == "single":
+        claims = [SINGLE_CLAIMS[i % len(SINGLE_CLAIMS)] for i in range(num_claims)]
+        return [(SINGLE_CONTEXT, claims)]
+    if name == "multi":
+        per_item = max(1, num_claims // len(MULTI_ITEMS))
+        return [
+            (context, [claims[i % len(claims)] for i in range(per_item)])
+            for context, claims in MULTI_ITEMS
+        ]
+    raise ValueError(f"unknown workload: {name} (known: single, multi)")
+
+
+def _is_valid(text: str, schema: dict) -> bool:
+    try:
+        jsonschema.validate(json.loads(text), schema)
+    except (ValueError, jsonschema.ValidationError):
+        return False
+    return True
+
+
+def _prompts(judge: Judge, items) -> list[tuple[str, str]]:
+    return [
+        judge.split_prompt(claim_verdict_prompt(context, claim))
+        for context, claims in items
+        for claim in claims
+    ]
+
+
+def run_scheduler_way(
+    model_path: Path,
+    items,
+    *,
+    slots: int,
+    threads: int | None,
+    max_tokens: int,
+    n_ctx: int,
+    label: str,
+) -> WayResult:
+    schema = load_schema(SCHEMA)
+    with (
+        _PeakRss() as rss,
+        Judge(
+            model_path, slots=slots, max_prefixes=max(2, len(items)), n_ctx=n_ctx, n_threads=threads
+        ) as judge,
+    ):
+        grammar = judge.grammar(SCHEMA)
+        requests = [
+            judge.request(s, grammar, prefix=p, max_tokens=max_tokens)
+            for p, s in _prompts(judge, items)
+        ]
+        stats_before = (
+            judge.runtime.stats.num_prompt_tokens,
+            judge.runtime.stats.num_generated_tokens,
+        )
+        start = time.perf_counter()
+        outcomes = judge.generate_many(requests)
+        wall = time.perf_counter() - start
+        time.sleep(0.05)  # let the worker publish its final counters
+        stats = judge.runtime.stats
+        valid = sum(
+            1 for o in outcomes if not isinstance(o, Exception) and _is_valid(o.text, schema)
+        )
+        result = WayResult(
+            way=label,
+            claims=len(requests),
+            wall_s=wall,
+            prompt_tokens_evaluated=stats.num_prompt_tokens - stats_before[0],
+            tokens_generated=stats.num_generated_tokens - stats_before[1],
+            peak_rss_mib=0.0,
+            valid=valid,
+        )
+    result.peak_rss_mib = rss.peak_mib
+    return result
+
+
+def run_outlines_way(
+    model_path: Path, prompts: list[str], *, threads: int | None, max_tokens: int, n_ctx: int
+) -> WayResult:
+    """The baseline: outlines' llama.cpp integration, one claim at a time, greedy."""
+    import outlines
+    from llama_cpp import Llama
+    from outlines.types import JsonSchema
+
+    from localjudge.engine.llama import physical_cores
+
+    schema = load_schema(SCHEMA)
+    n_threads = threads or physical_cores()
+    with _PeakRss() as rss:
+        llm = Llama(
+            str(model_path),
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            n_batch=512,
+            n_ubatch=256,
+            verbose=False,
+        )
+        try:
+            generator = outlines.Generator(
+                outlines.from_llamacpp(llm, chat_mode=False), JsonSchema(json.dumps(schema))
+            )
+            evaluated = generated = valid = 0
+            start = time.perf_counter()
+            for prompt in prompts:
+                text = generator(prompt, max_tokens=max_tokens, temperature=0.0)
+                evaluated += len(
+                    llm.tokenize(prompt.encode("utf-8"), add_bos=True)
+                )  # outlines resets the cache each call
+                generated += len(llm.tokenize(text.encode("utf-8"), add_bos=False))
+                valid += _is_valid(text, schema)
+            wall = time.perf_counter() - start
+        finally:
+            llm.close()
+    return WayResult(
+        way="a: outlines 1-by-1",
+        claims=len(prompts),
+        wall_s=wall,
+        prompt_tokens_evaluated=evaluated,
+        tokens_generated=generated,
+        peak_rss_mib=rss.peak_mib,
+        valid=valid,
+    )
+
+
+def run_bench(
+    model: str | None = None,
+    *,
+    slots: int = 8,
+    threads: int | None = None,
+    claims: int = 32,
+    workloads: tuple[str, ...] = ("single", "multi"),
+    ways: str = "abc",
+    max_tokens: int = 48,
+    n_ctx: int = 8192,
+    progress: Callable[[str], None] = lambda message: None,
+) -> list[WorkloadReport]:
+    resolved = resolve(model)
+    reports = []
+    for workload in workloads:
+        items = workload_items(workload, claims)
+        report = WorkloadReport(workload=workload)
+        if "c" in ways:
+            progress(f"{workload}: (c) scheduler with {slots} slots")
+            report.ways.append(
+                run_scheduler_way(
+                    resolved.path,
+                    items,
+                    slots=slots,
+                    threads=threads,
+                    max_tokens=max_tokens,
+                    n_ctx=n_ctx,
+                    label=f"c: scheduler x{slots}",
+                )
+            )
+            gc.collect()
+        if "b" in ways:
+            progress(f"{workload}: (b) scheduler with 1 slot")
+            report.ways.append(
+                run_scheduler_way(
+                    resolved.path,
+                    items,
+                    slots=1,
+                    threads=threads,
+                    max_tokens=max_tokens,
+                    n_ctx=n_ctx,
+                    label="b: scheduler x1",
+                )
+            )
+            gc.collect()
+        if "a" in ways:
+            progress(f"{workload}: (a) outlines, one claim at a time")
+            with Judge(
+                resolved.path, slots=1, max_prefixes=1, n_ctx=2048, n_threads=threads
+            ) as judge:
+                texts = [prefix + suffix for prefix, suffix in _prompts(judge, items)]
+            report.ways.append(
+                run_outlines_way(
+                    resolved.path, texts, threads=threads, max_tokens=max_tokens, n_ctx=n_ctx
+                )
+            )
+            gc.collect()
+        report.ways.sort(key=lambda w: w.way)
+        reports.append(report)
+    return reports
+
+
+def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) -> dict:
+    return {
+        "model": model,
+        **meta,
+        "workloads": [
+            {
+                "workload": r.workload,
+                "ways": [w.to_dict() for w in r.ways],
+                "ratio_c_over_a": r.ratio("c", "a"),
+                "ratio_c_over_b": r.ratio("c", "b"),
+            }
+            for r in reports
+        ],
+    }
