@@ -163,6 +163,7 @@ class WayResult:
     tokens_generated: int
     peak_rss_mib: float
     valid: int  # replies that parse and match the schema
+    gen_phase_tok_s: float | None = None  # output tokens/s in steps without prompt tokens
 
     @property
     def claims_per_s(self) -> float:
@@ -188,6 +189,7 @@ class WayResult:
 class WorkloadReport:
     workload: str
     ways: list[WayResult] = field(default_factory=list)
+    engine_tok_s: dict[int, float] = field(default_factory=dict)  # n_seqs -> raw decode tok/s
 
     def ratio(self, a: str, b: str) -> float | None:
         by_key = {w.way[0]: w for w in self.ways}
@@ -297,6 +299,7 @@ def run_scheduler_way(
             tokens_generated=stats.num_generated_tokens - stats_before[1],
             peak_rss_mib=0.0,
             valid=valid,
+            gen_phase_tok_s=stats.generation_tokens_per_s,
         )
     result.peak_rss_mib = rss.peak_mib
     return result
@@ -408,9 +411,49 @@ def run_bench(
                 )
             )
             gc.collect()
+        if "c" in ways:
+            progress(f"{workload}: bare engine decode at 1 and {slots} sequences")
+            for n_seqs in sorted({1, slots}):
+                report.engine_tok_s[n_seqs] = raw_decode_tokens_per_s(
+                    resolved.path, n_seqs, threads=threads
+                )
         report.ways.sort(key=lambda w: w.way)
         reports.append(report)
     return reports
+
+
+def raw_decode_tokens_per_s(
+    model_path: Path, n_seqs: int, *, threads: int | None, prompt_tokens: int = 347, steps: int = 32
+) -> float:
+    """Generation tokens/s of the bare engine in llama-batched-bench's shape: one shared
+    prompt decoded once and copied to `n_seqs` sequences, then `steps` steps of one token
+    per sequence with logits. The ceiling the scheduler's generation phase is compared with."""
+    from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, StepPlan
+
+    config = EngineConfig(
+        n_ctx=prompt_tokens + steps + 256, n_seq_max=n_seqs + 1, n_threads=threads
+    )
+    with LlamaEngine(model_path, config) as engine:
+        prompt = engine.tokenize(" ".join(SINGLE_CONTEXT) * 4)[:prompt_tokens]
+        shared = n_seqs
+        for start in range(0, len(prompt), config.n_batch):
+            chunk = prompt[start : start + config.n_batch]
+            engine.execute(
+                StepPlan(
+                    tokens=[BatchToken(t, start + i, shared, False) for i, t in enumerate(chunk)]
+                )
+            )
+        engine.execute(
+            StepPlan(copies=[SeqCopy(shared, seq, 0, len(prompt)) for seq in range(n_seqs)])
+        )
+        token = engine.tokenize(" the", add_special=False)[0]
+        seconds = 0.0
+        for step in range(steps):
+            plan = StepPlan(
+                tokens=[BatchToken(token, len(prompt) + step, seq, True) for seq in range(n_seqs)]
+            )
+            seconds += engine.execute(plan).seconds
+    return n_seqs * steps / seconds
 
 
 def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) -> dict:
@@ -423,6 +466,7 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
                 "ways": [w.to_dict() for w in r.ways],
                 "ratio_c_over_a": r.ratio("c", "a"),
                 "ratio_c_over_b": r.ratio("c", "b"),
+                "engine_decode_tok_s": r.engine_tok_s,
             }
             for r in reports
         ],

@@ -265,6 +265,7 @@ def bench(model, slots, threads, claims, workloads, ways, max_tokens, as_json) -
                 str(way.prompt_tokens_evaluated),
                 str(way.tokens_generated),
                 f"{way.tokens_per_s:.1f}",
+                "" if way.gen_phase_tok_s is None else f"{way.gen_phase_tok_s:.1f}",
                 f"{way.peak_rss_mib:.0f}",
                 f"{way.share_valid:.0%}",
             )
@@ -273,6 +274,10 @@ def bench(model, slots, threads, claims, workloads, ways, max_tokens, as_json) -
             ratio = report.ratio(a, b)
             if ratio is not None:
                 console.print(f"  ({a})/({b}) claims/s: {ratio:.2f}x")
+        for n_seqs, rate in report.engine_tok_s.items():
+            console.print(
+                f"  bare engine decode, {n_seqs} seq, shared 347-token prompt: {rate:.1f} tok/s"
+            )
     if resolved.entry is not None and not resolved.entry.meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=resolved.name))
 

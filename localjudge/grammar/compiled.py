@@ -127,7 +127,9 @@ def _tables(index: outlines_core.Index, vocabulary: TokenVocabulary):
             continue
         best = distance[state] - 1
         closing[state] = np.array(
-            sorted(t for t, target in edges.items() if t != eos_id and distance.get(target) == best),
+            sorted(
+                t for t, target in edges.items() if t != eos_id and distance.get(target) == best
+            ),
             dtype=np.int64,
         )
     forced = _forced_tokens(transitions, allowed, final_states, vocabulary)
@@ -136,7 +138,9 @@ def _tables(index: outlines_core.Index, vocabulary: TokenVocabulary):
     return final_states, allowed, distance, closing, forced
 
 
-def _forced_tokens(transitions, allowed, final_states, vocabulary: TokenVocabulary) -> dict[int, int]:
+def _forced_tokens(
+    transitions, allowed, final_states, vocabulary: TokenVocabulary
+) -> dict[int, int]:
     """Per state, the canonical token of the bytes the schema fixes next, if any.
 
     The fixed bytes are found by walking single-byte tokens while every allowed token starts

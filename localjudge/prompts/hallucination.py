@@ -61,4 +61,6 @@ def claim_verdict_prompt(context: list[str], claim: str) -> PromptParts:
 
 def example_verdict(verdict: str, reason: str) -> str:
     """A verdict in the exact shape the grammar produces (used by tests and docs)."""
-    return json.dumps({"verdict": verdict, "reason": reason}, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(
+        {"verdict": verdict, "reason": reason}, ensure_ascii=False, separators=(",", ":")
+    )

@@ -27,6 +27,7 @@ from enum import Enum
 
 import jsonschema
 import numpy as np
+import outlines_core
 
 from localjudge.engine.plan import BatchToken, SeqCopy, StepOutput, StepPlan
 from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled, VerdictError
@@ -89,7 +90,8 @@ class Sequence:
     group: PrefixGroup | None = None
     copied: bool = False  # prefix cells shared into this sequence
     num_prompt_done: int = 0  # prompt tokens decoded
-    state: int = 0  # grammar state after the output so far
+    guide: outlines_core.Guide | None = None  # this sequence's outlines guide
+    state: int = 0  # the guide's state after the output so far
     output_tokens: list[int] = field(default_factory=list)
     output_bytes: bytearray = field(default_factory=bytearray)
     pending: list[int] = field(default_factory=list)  # output tokens not yet in the KV cache
@@ -184,7 +186,11 @@ class Scheduler:
         request = item.request
         grammar = request.grammar
         seq = Sequence(
-            item=item, grammar=grammar, sampling=request.sampling, state=grammar.initial_state
+            item=item,
+            grammar=grammar,
+            sampling=request.sampling,
+            guide=grammar.new_guide(),
+            state=grammar.initial_state,
         )
         if request.sampling.temperature > 0:
             seq.rng = np.random.default_rng(request.sampling.seed)
@@ -434,10 +440,10 @@ class Scheduler:
         return token
 
     def _accept(self, seq: Sequence, token: int, *, forced: bool) -> None:
-        next_state = seq.grammar.next_state(seq.state, token)
-        if next_state is None:  # _choose only returns allowed tokens; this guards the invariant
+        if seq.grammar.next_state(seq.state, token) is None:  # _choose guards this already
             raise GenerationError(f"token {token} is not allowed by the grammar")
-        seq.state = next_state
+        seq.guide.advance(token, return_tokens=False)
+        seq.state = seq.guide.get_state()
         seq.output_tokens.append(token)
         seq.output_bytes += self.vocabulary.token_bytes.get(token, b"")
         seq.pending.append(token)

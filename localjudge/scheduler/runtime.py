@@ -49,6 +49,14 @@ class RuntimeStats:
     num_generated_tokens: int = 0  # output tokens (sampled + forced)
     num_forced_tokens: int = 0  # output tokens appended without logits
     decode_seconds: float = 0.0  # time inside llama_decode
+    generation_steps: int = 0  # steps that carried output tokens only (no prompt tokens)
+    generation_tokens: int = 0  # output tokens fed in those steps
+    generation_seconds: float = 0.0  # decode time of those steps
+
+    @property
+    def generation_tokens_per_s(self) -> float:
+        """Output-token throughput of pure generation steps (llama-batched-bench's S_TG)."""
+        return self.generation_tokens / self.generation_seconds if self.generation_seconds else 0.0
 
 
 class BatchRuntime:
@@ -159,6 +167,10 @@ class BatchRuntime:
                 step = scheduler.schedule()
                 output = self.engine.execute(step.plan)
                 self.stats.decode_seconds += output.seconds
+                if step.num_prompt_tokens == 0 and step.num_output_tokens:
+                    self.stats.generation_steps += 1
+                    self.stats.generation_tokens += step.num_output_tokens
+                    self.stats.generation_seconds += output.seconds
                 scheduler.update_from_output(step, output)
             except Exception as error:  # the engine broke: fail what is in flight, keep serving
                 scheduler.fail_all(GenerationError(f"engine step failed: {error}"))
