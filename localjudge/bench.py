@@ -271,7 +271,7 @@ def run_scheduler_way(
     with (
         _PeakRss() as rss,
         Judge(
-            model_path, slots=slots, max_prefixes=max(2, len(items)), n_ctx=n_ctx, n_threads=threads
+            model_path, slots=slots, max_prefixes=len(items) + 1, n_ctx=n_ctx, n_threads=threads
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)
@@ -366,59 +366,57 @@ def run_bench(
     n_ctx: int = 8192,
     progress: Callable[[str], None] = lambda message: None,
 ) -> list[WorkloadReport]:
+    """Run the chosen ways on the chosen workloads. Our ways run first and outlines' last,
+    so memory or threads the baseline leaves behind cannot slow ours."""
     resolved = resolve(model)
-    reports = []
-    for workload in workloads:
-        items = workload_items(workload, claims)
-        report = WorkloadReport(workload=workload)
-        if "c" in ways:
-            progress(f"{workload}: (c) scheduler with {slots} slots")
+    reports = [WorkloadReport(workload=name) for name in workloads]
+    items_of = {name: workload_items(name, claims) for name in workloads}
+    for report in reports:
+        items = items_of[report.workload]
+        for way, num_slots in (("c", slots), ("b", 1)):
+            if way not in ways:
+                continue
+            progress(f"{report.workload}: ({way}) scheduler with {num_slots} slot(s)")
             report.ways.append(
                 run_scheduler_way(
                     resolved.path,
                     items,
-                    slots=slots,
+                    slots=num_slots,
                     threads=threads,
                     max_tokens=max_tokens,
                     n_ctx=n_ctx,
-                    label=f"c: scheduler x{slots}",
-                )
-            )
-            gc.collect()
-        if "b" in ways:
-            progress(f"{workload}: (b) scheduler with 1 slot")
-            report.ways.append(
-                run_scheduler_way(
-                    resolved.path,
-                    items,
-                    slots=1,
-                    threads=threads,
-                    max_tokens=max_tokens,
-                    n_ctx=n_ctx,
-                    label="b: scheduler x1",
-                )
-            )
-            gc.collect()
-        if "a" in ways:
-            progress(f"{workload}: (a) outlines, one claim at a time")
-            with Judge(
-                resolved.path, slots=1, max_prefixes=1, n_ctx=2048, n_threads=threads
-            ) as judge:
-                texts = [prefix + suffix for prefix, suffix in _prompts(judge, items)]
-            report.ways.append(
-                run_outlines_way(
-                    resolved.path, texts, threads=threads, max_tokens=max_tokens, n_ctx=n_ctx
+                    label=f"{way}: scheduler x{num_slots}",
                 )
             )
             gc.collect()
         if "c" in ways:
-            progress(f"{workload}: bare engine decode at 1 and {slots} sequences")
+            progress(f"{report.workload}: bare engine decode at 1 and {slots} sequences")
             for n_seqs in sorted({1, slots}):
                 report.engine_tok_s[n_seqs] = raw_decode_tokens_per_s(
                     resolved.path, n_seqs, threads=threads
                 )
+    if "a" in ways:
+        with Judge(resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads) as judge:
+            texts_of = {
+                name: [
+                    "".join(prefix) + suffix for prefix, suffix in _prompts(judge, items_of[name])
+                ]
+                for name in workloads
+            }
+        for report in reports:
+            progress(f"{report.workload}: (a) outlines, one claim at a time")
+            report.ways.append(
+                run_outlines_way(
+                    resolved.path,
+                    texts_of[report.workload],
+                    threads=threads,
+                    max_tokens=max_tokens,
+                    n_ctx=n_ctx,
+                )
+            )
+            gc.collect()
+    for report in reports:
         report.ways.sort(key=lambda w: w.way)
-        reports.append(report)
     return reports
 
 

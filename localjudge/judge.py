@@ -128,16 +128,21 @@ class Judge:
         """Prompt text for `messages`: the GGUF chat template, or plain completion."""
         return self.engine.render_chat(messages)
 
-    def split_prompt(self, parts: PromptParts) -> tuple[str, str]:
-        """(prefix, suffix) of a prompt for this model: the prefix is what requests share."""
+    def split_prompt(self, parts: PromptParts) -> tuple[tuple[str, str], str]:
+        """((instructions, shared), own) text of a prompt for this model.
+
+        The two prefix segments are shared at two levels: the instructions by every request,
+        the shared part (an item's context) by the requests of that item.
+        """
         if self.engine.chat_template is None:
-            return parts.completion_prefix, parts.own
-        sentinel = "\x00localjudge-own\x00"
-        rendered = self.render(parts.messages(sentinel))
-        prefix, found, rest = rendered.partition(sentinel)
-        if not found:  # a template that rewrites content: share nothing rather than guess
-            return "", self.render(parts.messages())
-        return prefix, parts.own + rest
+            return (parts.instructions + "\n\n", parts.shared), parts.own
+        start, own = "\x00localjudge-shared\x00", "\x00localjudge-own\x00"
+        rendered = self.render(parts.messages(own, shared_text=start + parts.shared))
+        head, found_start, rest = rendered.partition(start)
+        shared, found_own, tail = rest.partition(own)
+        if not (found_start and found_own):  # a template that rewrites content: share nothing
+            return ("",), self.render(parts.messages())
+        return (head, shared), parts.own + tail
 
     # -- grammars -------------------------------------------------------------------------
 
@@ -159,7 +164,7 @@ class Judge:
         suffix: str,
         schema: str | dict | CompiledGrammar,
         *,
-        prefix: str = "",
+        prefix: str | tuple[str, ...] = "",
         max_tokens: int = DEFAULT_MAX_TOKENS,
         temperature: float = 0.0,
         seed: int | None = None,
@@ -184,7 +189,7 @@ class Judge:
         prompt: str,
         schema: str | dict | CompiledGrammar,
         *,
-        prefix: str = "",
+        prefix: str | tuple[str, ...] = "",
         max_tokens: int = DEFAULT_MAX_TOKENS,
         temperature: float = 0.0,
         seed: int | None = None,

@@ -76,7 +76,9 @@ def test_verdict_with_shared_prefix_and_confidence(real_judge):
         )
     results = real_judge.generate_many(requests)
     prefix_len = len(
-        real_judge.tokenize(real_judge.split_prompt(claim_verdict_prompt(context, claims[0]))[0])
+        real_judge.tokenize(
+            "".join(real_judge.split_prompt(claim_verdict_prompt(context, claims[0]))[0])
+        )
     )
     for result in results:
         assert result.value["verdict"] in ("yes", "no")

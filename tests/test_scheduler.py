@@ -260,3 +260,43 @@ def test_interleaved_prefixes_with_one_prefix_slot_do_not_stall(fake_vocabulary,
     runtime.close()
     assert all(r.value["verdict"] == "no" for r in results)
     assert not scheduler.groups and scheduler.num_reserved_cells == 0
+
+
+def test_nested_prefixes_share_instructions_across_items(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, max_num_seqs=4, max_num_prefixes=4)
+    instructions = "Judge each claim against its context. Reply in JSON.\n"
+    contexts = [f"Context: item {i} says the sky is blue.\n" for i in range(3)]
+    requests = [
+        claim_request(grammar, f"i{i} c{j}", prefix=(instructions, context))
+        for i, context in enumerate(contexts)
+        for j in range(3)
+    ]
+    for request in requests:
+        scheduler.add(runtime.tokenize_request(request))
+    outcomes = drive(scheduler, engine)
+    assert all(outcomes[r.request_id].value["verdict"] == "no" for r in requests)
+    instructions_len = len(engine.tokenize(instructions))
+    prompt_lens = [len(engine.tokenize(r.prompt)) for r in requests]
+    # every prompt token is evaluated exactly once, except the instructions, shared by all items
+    total_prefixes = sum(
+        len(engine.tokenize(instructions + c)) - instructions_len for c in contexts
+    )
+    own = sum(
+        n - len(engine.tokenize(instructions + contexts[k // 3])) for k, n in enumerate(prompt_lens)
+    )
+    assert scheduler.num_prompt_tokens == instructions_len + total_prefixes + own
+    parent_copies = [c for plan in engine.plans for c in plan.copies if c.p1 == instructions_len]
+    assert len(parent_copies) == 3  # each item's context group starts from the instructions
+    assert engine.kv == {} and not scheduler.groups and scheduler.num_reserved_cells == 0
+
+
+def test_nested_prefixes_with_a_single_prefix_slot(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, max_num_seqs=2, max_num_prefixes=1)
+    requests = [
+        claim_request(grammar, f"c{i}", prefix=("Rules first.\n", f"Context: item {i % 2}.\n"))
+        for i in range(4)
+    ]
+    results = runtime.run(requests)
+    runtime.close()
+    assert all(r.value["verdict"] == "no" for r in results)
+    assert engine.kv == {} and not scheduler.groups

@@ -18,11 +18,15 @@ class PromptParts:
     own: str  # per-request data (one claim), ending with the answer cue
     version: str  # prompt version, recorded with every result
 
-    def messages(self, own_text: str | None = None) -> list[dict[str, str]]:
-        """Chat messages for models with a chat template (`own_text` replaces `own`)."""
+    def messages(
+        self, own_text: str | None = None, *, shared_text: str | None = None
+    ) -> list[dict[str, str]]:
+        """Chat messages for models with a chat template (the texts can be replaced)."""
+        shared = self.shared if shared_text is None else shared_text
+        own = self.own if own_text is None else own_text
         return [
             {"role": "system", "content": self.instructions},
-            {"role": "user", "content": self.shared + (self.own if own_text is None else own_text)},
+            {"role": "user", "content": shared + own},
         ]
 
     @property

@@ -57,25 +57,46 @@ class TokenizedRequest:
     request: GenerationRequest
     prefix_tokens: list[int]  # shared tokens (a true token prefix of the prompt); may be empty
     prompt_tokens: list[int]  # tokens this request evaluates itself (at least one)
+    prefix_cuts: tuple[int, ...] = ()  # nested shared prefixes, by length; the last is the whole
     submitted_at: float = field(default_factory=time.perf_counter)
-    prefix_key: tuple[int, ...] = field(init=False)  # identity of the prefix group
+    level_keys: tuple[tuple[int, ...], ...] = field(init=False)  # prefix group per level
 
     def __post_init__(self) -> None:
-        self.prefix_key = tuple(self.prefix_tokens)
+        cuts = [c for c in self.prefix_cuts if 0 < c < len(self.prefix_tokens)]
+        if self.prefix_tokens:
+            cuts.append(len(self.prefix_tokens))
+        self.level_keys = tuple(tuple(self.prefix_tokens[:c]) for c in sorted(set(cuts)))
+
+    @property
+    def prefix_key(self) -> tuple[int, ...]:
+        """The innermost prefix group this request reads from (empty: none)."""
+        return self.level_keys[-1] if self.level_keys else ()
 
 
 @dataclass
 class PrefixGroup:
-    """A prefix evaluated once into its own sequence and shared by copying its cells."""
+    """A prefix evaluated once into its own sequence and shared by copying its cells.
+
+    Groups nest: the judge's instructions can be one group and each item's context a child
+    group that starts from a copy of its parent's cells, so the instructions are evaluated
+    once for all items.
+    """
 
     key: tuple[int, ...]  # the prefix tokens
     seq_id: int  # llama.cpp sequence holding the prefix
-    num_evaluated: int = 0  # tokens already decoded
-    num_refs: int = 0  # admitted sequences that use it
+    parent: PrefixGroup | None = None  # the group whose cells this one starts from
+    copied: bool = False  # the parent's cells were shared into this group
+    num_evaluated: int = 0  # tokens already in this group's sequence
+    num_refs: int = 0  # admitted sequences and child groups that use it
 
     @property
     def ready(self) -> bool:
         return self.num_evaluated == len(self.key)
+
+    @property
+    def own_cells(self) -> int:
+        """KV cells this group adds beyond its parent's."""
+        return len(self.key) - (len(self.parent.key) if self.parent else 0)
 
 
 @dataclass
@@ -194,6 +215,8 @@ class Scheduler:
         )
         if request.sampling.temperature > 0:
             seq.rng = np.random.default_rng(request.sampling.seed)
+        if len(item.level_keys) > self.max_num_prefixes:  # share the innermost levels only
+            item.level_keys = item.level_keys[-self.max_num_prefixes :]
         total = len(item.prefix_tokens) + len(item.prompt_tokens) + request.max_tokens
         if not item.prompt_tokens:
             self._fail(seq, GenerationError("empty prompt"))
@@ -248,37 +271,45 @@ class Scheduler:
         """
         while self.waiting and self._free_seq_ids:
             seq = self.waiting[0]
-            key = seq.prefix_key
-            group = self.groups.get(key) if key else None
-            needed = seq.cells_needed + (len(key) if key and group is None else 0)
-            if (
-                key
-                and group is None
-                and not self._free_prefix_ids
-                and not self._evict_idle_group(key)
-            ):
-                return
+            keys = seq.item.level_keys
+            keep = set(keys)
+            missing = [k for k in keys if k not in self.groups]
+            needed = seq.cells_needed
+            previous = 0
+            for key in keys:
+                if key not in self.groups:
+                    needed += len(key) - previous
+                previous = len(key)
+            while len(self._free_prefix_ids) < len(missing):
+                if not self._evict_idle_group(keep):
+                    return
             while self.num_reserved_cells + needed > self.n_ctx:
-                if not self._evict_idle_group(key):
+                if not self._evict_idle_group(keep):
                     return  # wait for running sequences to free cells
             self.waiting.popleft()
-            if key and group is None:
-                group = PrefixGroup(key=key, seq_id=self._free_prefix_ids.pop(0))
-                self.groups[key] = group
-            if group is not None:
-                group.num_refs += 1
-                seq.group = group
-                seq.kv_len = len(key)
+            parent = None
+            for key in keys:
+                group = self.groups.get(key)
+                if group is None:
+                    group = PrefixGroup(key=key, seq_id=self._free_prefix_ids.pop(0), parent=parent)
+                    if parent is not None:
+                        parent.num_refs += 1
+                    self.groups[key] = group
+                parent = group
+            if parent is not None:
+                parent.num_refs += 1
+                seq.group = parent
+                seq.kv_len = len(parent.key)
             seq.seq_id = self._free_seq_ids.pop(0)
             seq.status = SeqStatus.PREFILL
             seq.admitted_at = now
             self.num_reserved_cells += needed
             self.running.append(seq)
 
-    def _evict_idle_group(self, keep: tuple[int, ...]) -> bool:
-        """Drop one prefix group no admitted request uses (not `keep`); False if none."""
+    def _evict_idle_group(self, keep: set[tuple[int, ...]]) -> bool:
+        """Drop one prefix group nothing admitted uses (not in `keep`); False if none."""
         for key, group in self.groups.items():
-            if group.num_refs == 0 and key != keep:
+            if group.num_refs == 0 and key not in keep:
                 self._drop_group(group)
                 return True
         return False
@@ -288,7 +319,9 @@ class Scheduler:
         self._removals.append(group.seq_id)
         self._free_prefix_ids.append(group.seq_id)
         self._free_prefix_ids.sort()
-        self.num_reserved_cells -= len(group.key)
+        self.num_reserved_cells -= group.own_cells
+        if group.parent is not None:
+            group.parent.num_refs -= 1
 
     def _release(self, seq: Sequence) -> None:
         """Give back a sequence's id and cells; drop its prefix group when unused."""
@@ -307,11 +340,15 @@ class Scheduler:
         seq.status = SeqStatus.FINISHED
 
     def _drop_idle_groups(self) -> None:
-        """Drop prefix groups that no admitted request uses and no queued request awaits."""
-        awaited = {seq.prefix_key for seq in self.waiting}
-        for key, group in list(self.groups.items()):
-            if group.num_refs == 0 and key not in awaited:
-                self._drop_group(group)
+        """Drop prefix groups that nothing admitted uses and no queued request awaits."""
+        awaited = {key for seq in self.waiting for key in seq.item.level_keys}
+        dropped = True
+        while dropped:  # dropping a child can leave its parent idle
+            dropped = False
+            for key, group in list(self.groups.items()):
+                if group.num_refs == 0 and key not in awaited:
+                    self._drop_group(group)
+                    dropped = True
 
     def _fail(self, seq: Sequence, error: Exception) -> None:
         seq.status = SeqStatus.FINISHED
@@ -342,18 +379,30 @@ class Scheduler:
             seq.pending = []
             step.rows.append(seq)
 
-        for group in self.groups.values():  # 2. prefix prefill
+        filled: set[int] = set()  # groups whose cells this very step is still writing
+        for group in self.groups.values():  # 2. prefix prefill, parents before children
             if budget == 0:
                 break
             if group.ready:
                 continue
+            if group.parent is not None and not group.copied:
+                if not group.parent.ready or group.parent.seq_id in filled:
+                    continue
+                plan.copies.append(
+                    SeqCopy(group.parent.seq_id, group.seq_id, 0, len(group.parent.key))
+                )
+                group.copied = True
+                group.num_evaluated = len(group.parent.key)
             chunk = group.key[group.num_evaluated : group.num_evaluated + budget]
             for i, token in enumerate(chunk):
                 plan.tokens.append(BatchToken(token, group.num_evaluated + i, group.seq_id, False))
             group.num_evaluated += len(chunk)
             budget -= len(chunk)
             step.num_prompt_tokens += len(chunk)
-            self._first_ref(group).counts.prompt_evaluated += len(chunk)
+            filled.add(group.seq_id)
+            payer = self._first_user(group)
+            if payer is not None:
+                payer.counts.prompt_evaluated += len(chunk)
 
         for seq in self.running:  # 3. prompt prefill
             if budget == 0:
@@ -362,7 +411,7 @@ class Scheduler:
                 continue
             if seq.group is not None and not seq.copied:
                 # a group that finished prefilling in this very step is not in the cache yet
-                if not seq.group.ready or any(t.seq_id == seq.group.seq_id for t in plan.tokens):
+                if not seq.group.ready or seq.group.seq_id in filled:
                     continue
                 plan.copies.append(SeqCopy(seq.group.seq_id, seq.seq_id, 0, len(seq.group.key)))
                 seq.copied = True
@@ -386,8 +435,15 @@ class Scheduler:
         step.rows.sort(key=lambda s: order[s.seq_id])
         return step
 
-    def _first_ref(self, group: PrefixGroup) -> Sequence:
-        return next(s for s in self.running if s.group is group)
+    def _first_user(self, group: PrefixGroup) -> Sequence | None:
+        """The first admitted sequence that reads `group` (directly or through a child)."""
+        for seq in self.running:
+            node = seq.group
+            while node is not None:
+                if node is group:
+                    return seq
+                node = node.parent
+        return None
 
     # -- reading the output back ----------------------------------------------------------
 

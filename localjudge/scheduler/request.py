@@ -26,15 +26,28 @@ class GenerationRequest:
     """One constrained generation: `prefix + suffix` is the prompt, `grammar` the output shape.
 
     Requests whose prompts start with the same prefix tokens share that prefix's KV cache:
-    it is evaluated once and copied into each request's sequence.
+    it is evaluated once and copied into each request's sequence. A prefix given as
+    segments shares at every level: `(instructions, context)` evaluates the instructions once
+    for all items and each item's context once for its claims.
     """
 
-    prefix: str  # shared part of the prompt (instructions + context); may be empty
+    prefix: (
+        str | tuple[str, ...]
+    )  # shared part of the prompt; segments nest (instructions, context)
     suffix: str  # this request's own part (one claim, one sentence)
     grammar: CompiledGrammar  # compiled JSON Schema the output must match
     max_tokens: int = 192  # token budget for the output; the JSON is closed within it
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def prefix_segments(self) -> tuple[str, ...]:
+        return (self.prefix,) if isinstance(self.prefix, str) else tuple(self.prefix)
+
+    @property
+    def prompt(self) -> str:
+        """The whole prompt text."""
+        return "".join(self.prefix_segments) + self.suffix
 
 
 @dataclass(frozen=True)

@@ -79,13 +79,26 @@ class BatchRuntime:
     # -- producers ------------------------------------------------------------------------
 
     def tokenize_request(self, request: GenerationRequest) -> TokenizedRequest:
-        """Split the prompt into shared prefix tokens and this request's own tokens."""
-        if not (request.prefix + request.suffix).strip():
+        """Split the prompt into shared prefix tokens (one cut per prefix segment) and this
+        request's own tokens."""
+        if not request.prompt.strip():
             raise GenerationError("empty prompt")
-        full = self._tokenize(request.prefix + request.suffix)
-        shared = split_shared_prefix(self._tokenize(request.prefix), full) if request.prefix else 0
+        full = self._tokenize(request.prompt)
+        cuts: list[int] = []
+        text = ""
+        for segment in request.prefix_segments:
+            text += segment
+            if not segment:
+                continue
+            cut = split_shared_prefix(self._tokenize(text), full)
+            if cut > (cuts[-1] if cuts else 0):
+                cuts.append(cut)
+        shared = cuts[-1] if cuts else 0
         return TokenizedRequest(
-            request=request, prefix_tokens=full[:shared], prompt_tokens=full[shared:]
+            request=request,
+            prefix_tokens=full[:shared],
+            prompt_tokens=full[shared:],
+            prefix_cuts=tuple(cuts),
         )
 
     def submit(self, request: GenerationRequest) -> Future:
