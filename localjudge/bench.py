@@ -429,7 +429,7 @@ def raw_decode_tokens_per_s(
     from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, StepPlan
 
     config = EngineConfig(
-        n_ctx=prompt_tokens + steps + 256, n_seq_max=n_seqs + 1, n_threads=threads
+        n_ctx=prompt_tokens + n_seqs * steps + 256, n_seq_max=n_seqs + 1, n_threads=threads
     )
     with LlamaEngine(model_path, config) as engine:
         prompt = engine.tokenize(" ".join(SINGLE_CONTEXT) * 4)[:prompt_tokens]

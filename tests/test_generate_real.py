@@ -134,3 +134,36 @@ def test_loading_and_generating_open_no_socket(monkeypatch):
             "Text: offline.\nJSON answer: ", "hallucination_verdict", max_tokens=24
         )
     assert result.value["verdict"] in ("yes", "no")
+
+
+def test_cancel_one_request_while_others_finish(real_judge):
+    from localjudge.errors import RequestCancelled
+
+    requests = [
+        real_judge.request(f"Text: item {i} is fine.\nJSON answer: ", "reason", max_tokens=40)
+        for i in range(8)
+    ]
+    futures = [real_judge.submit(r) for r in requests]
+    real_judge.cancel(requests[-1].request_id)  # queued behind 4 slots: cancelled before it runs
+    with pytest.raises(RequestCancelled):
+        futures[-1].result()
+    for future in futures[:-1]:
+        assert "reason" in future.result().value
+
+
+def test_nested_prefix_sharing_on_the_real_engine(real_judge):
+    contexts = [["The museum opens at 9."], ["The ferry leaves at noon."]]
+    requests = []
+    for context in contexts:
+        for claim in ("It opens at 9.", "It is free."):
+            prefix, suffix = real_judge.split_prompt(claim_verdict_prompt(context, claim))
+            requests.append(
+                real_judge.request(suffix, "hallucination_verdict", prefix=prefix, max_tokens=40)
+            )
+    before = real_judge.runtime.stats.num_prompt_tokens
+    results = real_judge.generate_many(requests)
+    evaluated = real_judge.runtime.stats.num_prompt_tokens - before
+    whole = sum(len(real_judge.tokenize(r.prompt)) for r in requests)
+    instructions = len(real_judge.tokenize(requests[0].prefix_segments[0]))
+    assert all(r.value["verdict"] in ("yes", "no") for r in results)
+    assert evaluated <= whole - 3 * instructions  # instructions evaluated once, not four times

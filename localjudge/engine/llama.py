@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -31,13 +32,18 @@ def _quiet_log(level, text, user_data):  # noqa: ARG001 - signature fixed by lla
     return None
 
 
+@llama_cpp.llama_log_callback
+def _stderr_log(level, text, user_data):  # noqa: ARG001 - signature fixed by llama.cpp
+    sys.stderr.write(text.decode("utf-8", "replace"))
+
+
 def _init_backend(verbose: bool) -> None:
     global _backend_ready
     with _backend_lock:
         if not _backend_ready:
             llama_cpp.llama_backend_init()
             _backend_ready = True
-        llama_cpp.llama_log_set(None if verbose else _quiet_log, ctypes.c_void_p(0))
+        llama_cpp.llama_log_set(_stderr_log if verbose else _quiet_log, ctypes.c_void_p(0))
 
 
 def physical_cores() -> int:
