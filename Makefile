@@ -41,6 +41,9 @@ format: install
 bench: install
 	$(PY) -m localjudge bench
 
+quality: install
+	$(PY) -m localjudge quality
+
 # Same set-up, with llama.cpp built for CUDA (needs nvcc); then n_gpu_layers defaults to all.
 install-cuda:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -282,6 +282,39 @@ def bench(model, slots, threads, claims, workloads, ways, max_tokens, as_json) -
         click.echo(BASE_MODEL_WARNING.format(name=resolved.name))
 
 
+# -- quality -------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def quality(model: str | None, as_json: bool) -> None:
+    """Agreement of the judge with the labelled dev sets, beside trivial baselines."""
+    from dataclasses import asdict
+
+    from localjudge.evals.quality import hallucination_quality
+    from localjudge.judge import Judge
+
+    with Judge(model) as judge:
+        reports = {"hallucination": hallucination_quality(judge)}
+        name, meaningful = judge.name, judge.meaningful
+    if as_json:
+        data = {task: {who: asdict(m) for who, m in rows.items()} for task, rows in reports.items()}
+        click.echo(json.dumps({"model": name, **data}, indent=2))
+        return
+    for task, rows in reports.items():
+        click.echo(f"{task} dev set ({next(iter(rows.values())).n} cases), judge {name}:")
+        click.echo(f"  {'':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6}")
+        for who, m in rows.items():
+            click.echo(
+                f"  {who:24} {m.accuracy:9.2f} {m.balanced_accuracy:9.2f} {m.f1:6.2f} {m.false_positive_rate:6.2f}"
+            )
+    if not meaningful:
+        click.echo(BASE_MODEL_WARNING.format(name=name))
+
+
 def main() -> None:
     cli(prog_name="localjudge")
 

@@ -37,3 +37,11 @@ class RequestCancelled(GenerationError):
 
 class VerdictError(LocalJudgeError):
     """A judge reply parsed but did not validate against its schema."""
+
+
+class ScorerInputError(LocalJudgeError):
+    """A scorer run is missing a field or holds a value of the wrong kind."""
+
+
+class ScorerError(LocalJudgeError):
+    """A scorer step failed (a hook raised, the judge could not answer); the reason says why."""

@@ -59,74 +59,38 @@ def _vocabulary_for(engine: LlamaEngine) -> TokenVocabulary:
     return vocabulary
 
 
-class Judge:
-    """A judge model loaded in-process, serving constrained generations in batches."""
+class JudgeBase:
+    """What scorers use: grammars, prompt splitting and batched constrained generation.
 
-    def __init__(
-        self,
-        model: str | Path | None = None,
-        *,
-        slots: int = 8,
-        max_prefixes: int = 8,
-        n_ctx: int | None = None,
-        n_batch: int = 512,
-        n_ubatch: int = 256,
-        n_threads: int | None = None,
-        n_gpu_layers: int | None = None,
-        jump_forward: bool = True,
-        verbose: bool = False,
-    ) -> None:
-        self.model: ResolvedModel = resolve(model)
-        recommended = self.model.entry.recommended if self.model.entry else {}
-        config = EngineConfig(
-            n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
-            n_seq_max=slots + max_prefixes,
-            n_batch=n_batch,
-            n_ubatch=n_ubatch,
-            n_threads=n_threads,
-            n_gpu_layers=n_gpu_layers,
-            verbose=verbose,
-        )
-        self.engine = LlamaEngine(self.model.path, config)
-        try:
-            self.vocabulary = _vocabulary_for(self.engine)
-            self.parse_special = self.engine.chat_template is not None
-            self.scheduler = Scheduler(
-                vocabulary=self.vocabulary,
-                n_ctx=self.engine.n_ctx,
-                max_num_seqs=slots,
-                max_num_prefixes=max_prefixes,
-                token_budget=n_batch,
-                jump_forward=jump_forward,
-            )
-            self.runtime = BatchRuntime(self.engine, self.scheduler, self.tokenize)
-        except BaseException:
-            self.engine.close()
-            raise
+    Subclasses provide `runtime`, `scheduler`, `vocabulary`, `chat_template`, `name`,
+    `meaningful`, `tokenize()` and `render()`; `Judge` does it with llama.cpp, the fake judge
+    in `localjudge.testing` with a scripted engine.
+    """
+
+    runtime: BatchRuntime
+    scheduler: Scheduler
+    vocabulary: TokenVocabulary
+    chat_template: str | None = None
+    name: str = "judge"
+    meaningful: bool = True
+
+    def __init__(self) -> None:
         self._grammars: dict[str, CompiledGrammar] = {}
         self._grammar_lock = threading.Lock()
-
-    # -- facts ----------------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self.model.name
-
-    @property
-    def meaningful(self) -> bool:
-        """False for judges whose verdicts are not meaningful (the embedded base model)."""
-        return self.model.meaningful
 
     @property
     def slots(self) -> int:
         return self.scheduler.max_num_seqs
 
+    @property
+    def n_ctx(self) -> int:
+        return self.scheduler.n_ctx
+
     def tokenize(self, text: str) -> list[int]:
-        return self.engine.tokenize(text, add_special=True, parse_special=self.parse_special)
+        raise NotImplementedError
 
     def render(self, messages: list[dict[str, str]]) -> str:
-        """Prompt text for `messages`: the GGUF chat template, or plain completion."""
-        return self.engine.render_chat(messages)
+        raise NotImplementedError
 
     def split_prompt(self, parts: PromptParts) -> tuple[tuple[str, str], str]:
         """((instructions, shared), own) text of a prompt for this model.
@@ -134,7 +98,7 @@ class Judge:
         The two prefix segments are shared at two levels: the instructions by every request,
         the shared part (an item's context) by the requests of that item.
         """
-        if self.engine.chat_template is None:
+        if self.chat_template is None:
             return (parts.instructions + "\n\n", parts.shared), parts.own
         start, own = "\x00localjudge-shared\x00", "\x00localjudge-own\x00"
         rendered = self.render(parts.messages(own, shared_text=start + parts.shared))
@@ -210,10 +174,78 @@ class Judge:
 
     def close(self) -> None:
         self.runtime.close()
-        self.engine.close()
 
-    def __enter__(self) -> Judge:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+class Judge(JudgeBase):
+    """A judge model loaded in-process through llama.cpp, serving constrained generations in
+    batches. It owns native handles: `close()` it, or use it in a `with` block."""
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        slots: int = 8,
+        max_prefixes: int = 8,
+        n_ctx: int | None = None,
+        n_batch: int = 512,
+        n_ubatch: int = 256,
+        n_threads: int | None = None,
+        n_gpu_layers: int | None = None,
+        jump_forward: bool = True,
+        verbose: bool = False,
+    ) -> None:
+        super().__init__()
+        self.model: ResolvedModel = resolve(model)
+        recommended = self.model.entry.recommended if self.model.entry else {}
+        config = EngineConfig(
+            n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
+            n_seq_max=slots + max_prefixes,
+            n_batch=n_batch,
+            n_ubatch=n_ubatch,
+            n_threads=n_threads,
+            n_gpu_layers=n_gpu_layers,
+            verbose=verbose,
+        )
+        self.engine = LlamaEngine(self.model.path, config)
+        try:
+            self.vocabulary = _vocabulary_for(self.engine)
+            self.chat_template = self.engine.chat_template
+            self.parse_special = self.chat_template is not None
+            self.scheduler = Scheduler(
+                vocabulary=self.vocabulary,
+                n_ctx=self.engine.n_ctx,
+                max_num_seqs=slots,
+                max_num_prefixes=max_prefixes,
+                token_budget=n_batch,
+                jump_forward=jump_forward,
+            )
+            self.runtime = BatchRuntime(self.engine, self.scheduler, self.tokenize)
+        except BaseException:
+            self.engine.close()
+            raise
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def meaningful(self) -> bool:
+        """False for judges whose verdicts are not meaningful (the embedded base model)."""
+        return self.model.meaningful
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.engine.tokenize(text, add_special=True, parse_special=self.parse_special)
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        """Prompt text for `messages`: the GGUF chat template, or plain completion."""
+        return self.engine.render_chat(messages)
+
+    def close(self) -> None:
+        self.runtime.close()
+        self.engine.close()

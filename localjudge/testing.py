@@ -15,6 +15,8 @@ import numpy as np
 from localjudge.engine.plan import StepOutput, StepPlan
 from localjudge.errors import GenerationError
 from localjudge.grammar.vocabulary import TokenVocabulary, build_vocabulary
+from localjudge.judge import JudgeBase
+from localjudge.scheduler import BatchRuntime, Scheduler
 
 BOS_ID, EOS_ID = 0, 1
 _MULTI = [
@@ -81,11 +83,15 @@ class FakeEngine:
     """Executes step plans on an emulated KV cache; logits come from a script."""
 
     def __init__(
-        self, script: Script, *, marker: str = "\n>", tokenizer: FakeTokenizer | None = None
+        self,
+        script: Script,
+        *,
+        marker: str | tuple[str, ...] = "\n>",
+        tokenizer: FakeTokenizer | None = None,
     ) -> None:
         self.tokenizer = tokenizer or FakeTokenizer()
         self.script = script
-        self.marker = marker
+        self.markers = (marker,) if isinstance(marker, str) else tuple(marker)
         self.kv: dict[int, list[int]] = {}
         self.plans: list[StepPlan] = []
         self.n_vocab = self.tokenizer.n_vocab
@@ -123,10 +129,10 @@ class FakeEngine:
     def _logits(self, cells: list[int]) -> np.ndarray:
         text = self.tokenizer.detokenize(cells)
         logits = np.zeros(self.n_vocab, dtype=np.float32)
-        cut = text.rfind(self.marker)
+        cut, marker = max((text.rfind(m), m) for m in self.markers)
         if cut < 0:
             return logits
-        prompt, written = text[: cut + len(self.marker)], text[cut + len(self.marker) :]
+        prompt, written = text[: cut + len(marker)], text[cut + len(marker) :]
         target = self.script(prompt)
         if not target.startswith(written):
             return logits
@@ -140,3 +146,35 @@ class FakeEngine:
                 logits[token] = 10.0
                 return logits
         return logits
+
+
+ANSWER_CUES = ("Answer: ", "Claims: ", "Explanation: ")
+
+
+class FakeJudge(JudgeBase):
+    """A judge on the fake engine: the scorers' whole pipeline, with scripted replies.
+
+    `script(prompt)` returns the JSON text the fake model writes after the prompt's answer
+    cue (the prompts end with "Answer: ", "Claims: " or "Explanation: ").
+    """
+
+    name = "fake-judge"
+
+    def __init__(
+        self, script: Script, *, slots: int = 4, n_ctx: int = 20000, meaningful: bool = True
+    ) -> None:
+        super().__init__()
+        self.meaningful = meaningful
+        self.engine = FakeEngine(script, marker=ANSWER_CUES)
+        self.vocabulary = self.engine.tokenizer.vocabulary()
+        self.scheduler = Scheduler(
+            vocabulary=self.vocabulary,
+            n_ctx=n_ctx,
+            max_num_seqs=slots,
+            max_num_prefixes=slots + 2,
+            token_budget=256,
+        )
+        self.runtime = BatchRuntime(self.engine, self.scheduler, self.engine.tokenize)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.engine.tokenize(text)

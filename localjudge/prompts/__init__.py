@@ -1,6 +1,17 @@
 """Prompt builders: pure functions from data to text, versioned."""
 
 from localjudge.prompts.base import PromptParts
-from localjudge.prompts.hallucination import HALLUCINATION_PROMPT_VERSION, claim_verdict_prompt
+from localjudge.prompts.hallucination import (
+    HALLUCINATION_PROMPT_VERSION,
+    claim_verdict_prompt,
+    claims_prompt,
+    hallucination_reason_prompt,
+)
 
-__all__ = ["HALLUCINATION_PROMPT_VERSION", "PromptParts", "claim_verdict_prompt"]
+__all__ = [
+    "HALLUCINATION_PROMPT_VERSION",
+    "PromptParts",
+    "claim_verdict_prompt",
+    "claims_prompt",
+    "hallucination_reason_prompt",
+]

@@ -10,7 +10,7 @@ import json
 
 from localjudge.prompts.base import PromptParts
 
-HALLUCINATION_PROMPT_VERSION = "hallucination-verdict/1"
+HALLUCINATION_PROMPT_VERSION = "hallucination/1"
 
 _VERDICT_INSTRUCTIONS = """You are a careful fact checker. Compare ONE claim with the context and decide whether the claim is hallucinated.
 Answer "yes" when the claim is hallucinated: it contradicts the context, or the context does not say it.
@@ -63,4 +63,62 @@ def example_verdict(verdict: str, reason: str) -> str:
     """A verdict in the exact shape the grammar produces (used by tests and docs)."""
     return json.dumps(
         {"verdict": verdict, "reason": reason}, ensure_ascii=False, separators=(",", ":")
+    )
+
+
+_CLAIMS_INSTRUCTIONS = """Split a text into its claims: short sentences that each state one fact or one guess.
+Keep names, numbers and dates exactly as written. Keep guesses ("may", "probably") as they are.
+Leave out greetings, questions and filler. Write the claims in the language of the text.
+Reply with one JSON object: {"claims":["claim one","claim two"]}. A text with no claims gives {"claims":[]}.
+
+Text: The Eiffel Tower, finished in 1889, is about 330 metres tall and was probably the tallest building in the world at the time.
+Claims: {"claims":["The Eiffel Tower was finished in 1889.","The Eiffel Tower is about 330 metres tall.","The Eiffel Tower was probably the tallest building in the world at the time."]}
+
+Text: 東京は日本の首都で、人口は約1400万人です。
+Claims: {"claims":["東京は日本の首都です。","東京の人口は約1400万人です。"]}
+
+Text: Hello! How can I help you today?
+Claims: {"claims":[]}"""
+
+_REASON_INSTRUCTIONS = """Explain a hallucination score in one or two plain sentences.
+The score is the share of claims that the context does not support (0 = none, 1 = all).
+Name the unsupported claims; if there are none, say that the context supports every claim.
+Reply with one JSON object: {"reason":"your explanation"}.
+
+Score: 0.5 of 1
+Unsupported claims: "The tower is 500 metres tall."
+Supported claims: "The tower was finished in 1889."
+Explanation: {"reason":"The score is 0.5 because one of two claims is unsupported: the context gives about 330 metres, not 500."}"""
+
+
+def claims_prompt(output: str) -> PromptParts:
+    """The preprocess step: the claims of one output (nothing shared across outputs)."""
+    return PromptParts(
+        instructions=_CLAIMS_INSTRUCTIONS,
+        shared="",
+        own=f"Text: {output.strip()}\nClaims: ",
+        version=HALLUCINATION_PROMPT_VERSION,
+    )
+
+
+def _quoted(statements: list[str]) -> str:
+    return (
+        " ".join(json.dumps(s, ensure_ascii=False) for s in statements) if statements else "(none)"
+    )
+
+
+def hallucination_reason_prompt(score: float, scale: float, verdicts: list[dict]) -> PromptParts:
+    """The reason step: explain the score from the verdicts."""
+    unsupported = [v["statement"] for v in verdicts if v["verdict"] == "yes"]
+    supported = [v["statement"] for v in verdicts if v["verdict"] != "yes"]
+    return PromptParts(
+        instructions=_REASON_INSTRUCTIONS,
+        shared="",
+        own=(
+            f"Score: {score:g} of {scale:g}\n"
+            f"Unsupported claims: {_quoted(unsupported)}\n"
+            f"Supported claims: {_quoted(supported)}\n"
+            "Explanation: "
+        ),
+        version=HALLUCINATION_PROMPT_VERSION,
     )

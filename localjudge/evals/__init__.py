@@ -1,0 +1,5 @@
+"""Evaluation over datasets: dev-set quality measurements."""
+
+from localjudge.evals.quality import Metrics, hallucination_quality, load_devset, overlap_verdict
+
+__all__ = ["Metrics", "hallucination_quality", "load_devset", "overlap_verdict"]

@@ -1,0 +1,89 @@
+"""`make quality`: how well a judge agrees with small labelled dev sets, beside a trivial
+baseline. A measurement for the README, not a test threshold."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+_WORD = re.compile(r"[A-Za-z]+|\d[\d,.]*")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+
+
+def load_devset(name: str) -> list[dict]:
+    path = DATA / f"{name}_dev.jsonl"
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+
+
+def _units(text: str) -> set[str]:
+    """Lower-cased words and numbers, plus character bigrams of CJK text."""
+    units = {w.lower().rstrip(".,") for w in _WORD.findall(text) if len(w) > 2 or w[0].isdigit()}
+    cjk = "".join(_CJK.findall(text))
+    units |= {cjk[i : i + 2] for i in range(len(cjk) - 1)}
+    return units
+
+
+def overlap_verdict(claim: str, context: list[str], threshold: float = 0.7) -> str:
+    """Baseline: "no" (supported) when most of the claim's words appear in the context."""
+    claim_units = _units(claim)
+    if not claim_units:
+        return "no"
+    shared = claim_units & _units(" ".join(context))
+    return "no" if len(shared) / len(claim_units) >= threshold else "yes"
+
+
+@dataclass
+class Metrics:
+    """Agreement with the labels, "yes" being the positive class."""
+
+    n: int
+    accuracy: float
+    balanced_accuracy: float  # mean of the true-positive and true-negative rates
+    f1: float
+    false_positive_rate: float
+
+    @classmethod
+    def of(cls, expected: list[str], predicted: list[str], positive: str = "yes") -> Metrics:
+        pairs = list(zip(expected, predicted, strict=True))
+        tp = sum(e == positive and p == positive for e, p in pairs)
+        tn = sum(e != positive and p != positive for e, p in pairs)
+        fp = sum(e != positive and p == positive for e, p in pairs)
+        fn = sum(e == positive and p != positive for e, p in pairs)
+        tpr = tp / (tp + fn) if tp + fn else 0.0
+        tnr = tn / (tn + fp) if tn + fp else 0.0
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        f1 = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
+        return cls(
+            n=len(pairs),
+            accuracy=(tp + tn) / len(pairs) if pairs else 0.0,
+            balanced_accuracy=(tpr + tnr) / 2,
+            f1=f1,
+            false_positive_rate=fp / (fp + tn) if fp + tn else 0.0,
+        )
+
+
+def hallucination_quality(judge) -> dict[str, Metrics]:
+    """Judge and baseline verdicts on the hallucination dev set."""
+    from localjudge.prompts import claim_verdict_prompt
+
+    cases = load_devset("hallucination")
+    requests = []
+    for case in cases:
+        prefix, suffix = judge.split_prompt(claim_verdict_prompt(case["context"], case["claim"]))
+        requests.append(
+            judge.request(suffix, "hallucination_verdict", prefix=prefix, max_tokens=64)
+        )
+    outcomes = judge.generate_many(requests)
+    expected = [c["expected"] for c in cases]
+    judged = [o.value["verdict"] if not isinstance(o, Exception) else "error" for o in outcomes]
+    baseline = [overlap_verdict(c["claim"], c["context"]) for c in cases]
+    return {
+        "judge": Metrics.of(expected, judged),
+        "word-overlap baseline": Metrics.of(expected, baseline),
+        "always yes": Metrics.of(expected, ["yes"] * len(cases)),
+    }

@@ -1,0 +1,315 @@
+"""What both scorers share: the run they score, the result they return, the judge they
+use, and the steps' bookkeeping (prompts, usage, hooks)."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import inspect
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localjudge.errors import LocalJudgeError, ScorerError, ScorerInputError
+from localjudge.judge import Judge, JudgeBase
+from localjudge.prompts import PromptParts
+from localjudge.scheduler import GenerationRequest, GenerationResult
+from localjudge.scorers.messages import assistant_text, user_text
+
+BASE_MODEL_NOTE = "judged by a base model: the verdicts are not meaningful (use an instruct GGUF for real judging)"
+
+# -- the run ---------------------------------------------------------------------------------
+
+_ALIASES = {
+    "runId": "run_id",
+    "groundTruth": "ground_truth",
+    "requestContext": "request_context",
+}
+
+
+@dataclass
+class ScorerRun:
+    """One thing to score: `output` (required), and what came with it."""
+
+    output: Any  # a string, OpenAI chat messages, or Mastra agent messages
+    input: Any = None  # the same shapes; the user's text is shown to the judge where useful
+    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    ground_truth: Any = None
+    request_context: Any = None
+    context: list[str] | None = None  # this run's own context (a batch item's documents)
+
+    @classmethod
+    def from_value(cls, value: ScorerRun | dict) -> ScorerRun:
+        """Accept a `ScorerRun` or a dict with snake_case or Mastra's camelCase keys."""
+        if isinstance(value, ScorerRun):
+            return value
+        if not isinstance(value, dict):
+            raise ScorerInputError(
+                f"a run must be a dict with an 'output' key, not {type(value).__name__}"
+            )
+        data = {_ALIASES.get(k, k): v for k, v in value.items()}
+        if "output" not in data:
+            raise ScorerInputError("the run has no 'output' field (required)")
+        unknown = set(data) - {
+            "output",
+            "input",
+            "run_id",
+            "ground_truth",
+            "request_context",
+            "context",
+        }
+        if unknown:
+            raise ScorerInputError(f"the run has unknown field(s): {', '.join(sorted(unknown))}")
+        if data.get("run_id") is None:
+            data.pop("run_id", None)
+        if data.get("context") is not None:
+            data["context"] = check_context(data["context"], "the run's context")
+        return cls(**data)
+
+    def __getitem__(self, key: str) -> Any:  # so hooks written for dicts (run["output"]) work
+        return getattr(self, _ALIASES.get(key, key))
+
+    @property
+    def output_text(self) -> str:
+        if isinstance(self.output, bytes):
+            raise ScorerInputError(
+                "output must be text (str) or messages, not bytes: decode it first"
+            )
+        if not isinstance(self.output, (str, list, dict)):
+            raise ScorerInputError(
+                f"output must be text or messages, not {type(self.output).__name__}"
+            )
+        return assistant_text(self.output) or ""
+
+    @property
+    def input_text(self) -> str:
+        return user_text(self.input) or ""
+
+
+def check_context(context: Any, where: str) -> list[str]:
+    """A context must be a list of strings; say exactly which entry is not."""
+    if isinstance(context, str) or not isinstance(context, (list, tuple)):
+        raise ScorerInputError(f"{where} must be a list of strings, not {type(context).__name__}")
+    for index, entry in enumerate(context):
+        if not isinstance(entry, str):
+            raise ScorerInputError(
+                f"{where}: entry {index} is {type(entry).__name__}; context entries must be strings"
+            )
+    return list(context)
+
+
+# -- the result ------------------------------------------------------------------------------
+
+
+@dataclass
+class StepUsage:
+    """What one step cost."""
+
+    requests: int = 0  # judge requests made
+    prompt_tokens: int = 0  # prompt tokens evaluated for them
+    prefix_reused: int = 0  # prompt tokens read from shared prefixes instead
+    generated_tokens: int = 0  # output tokens
+    seconds: float = 0.0  # wall time of the step
+
+    def add(self, result: GenerationResult) -> None:
+        self.requests += 1
+        self.prompt_tokens += result.counts.prompt_evaluated
+        self.prefix_reused += result.counts.prefix_reused
+        self.generated_tokens += result.counts.generated
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "promptTokens": self.prompt_tokens,
+            "prefixReused": self.prefix_reused,
+            "generatedTokens": self.generated_tokens,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass
+class ScorerResult:
+    """A scored run, with every step's result and prompt (SPEC §6)."""
+
+    run_id: str
+    scorer_id: str
+    score: float
+    reason: str
+    preprocess_step_result: dict | None
+    preprocess_prompt: str | None
+    analyze_step_result: dict
+    analyze_prompt: str | None
+    generate_reason_prompt: str | None
+    input: Any = None
+    output: Any = None
+    ground_truth: Any = None
+    request_context: Any = None
+    usage: dict[str, StepUsage] = field(default_factory=dict)
+    judge: str = ""  # the judge model's name
+    judge_meaningful: bool = True  # False: a base model judged; the verdicts mean nothing
+    prompt_version: str = ""
+    details: dict[str, Any] = field(default_factory=dict)  # scorer-specific settings used
+
+    def to_dict(self) -> dict[str, Any]:
+        """Mastra's camelCase shape, so tools built for Mastra's results read it."""
+        data: dict[str, Any] = {
+            "runId": self.run_id,
+            "scorerId": self.scorer_id,
+            "score": self.score,
+            "reason": self.reason,
+            "preprocessStepResult": self.preprocess_step_result,
+            "preprocessPrompt": self.preprocess_prompt,
+            "analyzeStepResult": self.analyze_step_result,
+            "analyzePrompt": self.analyze_prompt,
+            "generateReasonPrompt": self.generate_reason_prompt,
+            "input": self.input,
+            "output": self.output,
+            "groundTruth": self.ground_truth,
+            "requestContext": self.request_context,
+            "usage": {step: usage.to_dict() for step, usage in self.usage.items()},
+            "judge": {
+                "model": self.judge,
+                "meaningful": self.judge_meaningful,
+                **({} if self.judge_meaningful else {"note": BASE_MODEL_NOTE}),
+            },
+            "promptVersion": self.prompt_version,
+            **self.details,
+        }
+        if self.preprocess_step_result is None and self.preprocess_prompt is None:
+            del data["preprocessStepResult"], data["preprocessPrompt"]
+        return data
+
+    def to_json(self, **kwargs) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, default=str, **kwargs)
+
+
+# -- the judge -------------------------------------------------------------------------------
+
+_shared_judges: dict[str, Judge] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_judge(model: JudgeBase | str | Path | None) -> JudgeBase:
+    """A loaded judge: the one given, or one per model file shared by every scorer in the
+    process (loading the same model twice is waste). Shared judges close at exit."""
+    if isinstance(model, JudgeBase):
+        return model
+    from localjudge.registry import resolve
+
+    key = str(resolve(model).path.resolve())
+    with _shared_lock:
+        judge = _shared_judges.get(key)
+        if judge is None:
+            judge = Judge(model)
+            _shared_judges[key] = judge
+        return judge
+
+
+@atexit.register
+def _close_shared_judges() -> None:
+    for judge in list(_shared_judges.values()):
+        judge.close()
+    _shared_judges.clear()
+
+
+# -- steps -----------------------------------------------------------------------------------
+
+
+def prompt_text(prefix: tuple[str, ...] | str, suffix: str) -> str:
+    return ("".join(prefix) if isinstance(prefix, tuple) else prefix) + suffix
+
+
+def template_text(parts: PromptParts, placeholder: str) -> str:
+    """The prompt of a per-request step, with `placeholder` where each request's text goes."""
+    return parts.instructions + "\n\n" + parts.shared + placeholder
+
+
+async def generate_all(
+    judge: JudgeBase, requests: Sequence[GenerationRequest]
+) -> list[GenerationResult]:
+    """Run requests together through the judge's scheduler; the first failure is raised
+    (the item fails as a whole; other items in the batch are not affected)."""
+    futures = [asyncio.wrap_future(judge.submit(request)) for request in requests]
+    outcomes = await asyncio.gather(*futures, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return list(outcomes)
+
+
+async def call_hook(hook: Callable[..., Any], name: str, **kwargs: Any) -> Any:
+    """Call a user hook, plain or async; its exception becomes one clear error."""
+    try:
+        value = hook(**kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+    except LocalJudgeError:
+        raise
+    except Exception as error:
+        raise ScorerError(f"{name} raised {type(error).__name__}: {error}") from error
+    return value
+
+
+class Step:
+    """Times a step and collects its usage."""
+
+    def __init__(self, usage: dict[str, StepUsage], name: str) -> None:
+        self.usage = usage.setdefault(name, StepUsage())
+
+    def __enter__(self) -> StepUsage:
+        self._start = time.perf_counter()
+        return self.usage
+
+    def __exit__(self, *exc_info) -> None:
+        self.usage.seconds += time.perf_counter() - self._start
+
+
+class Scorer:
+    """A scorer: `run(run)` (or `await run_async(run)`) returns a `ScorerResult`."""
+
+    id: str = "scorer"
+    name: str = "Scorer"
+    description: str = ""
+
+    def __init__(self, model: JudgeBase | str | Path | None) -> None:
+        self._model = model
+        self._judge: JudgeBase | None = model if isinstance(model, JudgeBase) else None
+
+    @property
+    def judge(self) -> JudgeBase:
+        """The judge, loaded on first use (shared with other scorers of the same model)."""
+        if self._judge is None:
+            self._judge = shared_judge(self._model)
+        return self._judge
+
+    async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
+        raise NotImplementedError
+
+    def run(self, run: ScorerRun | dict) -> ScorerResult:
+        """Score one run (blocking). Inside an event loop, use `await run_async(run)`."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run_async(run))
+        raise ScorerError(
+            "scorer.run() was called inside a running event loop: use `await scorer.run_async(run)`"
+        )
+
+    def result(self, run: ScorerRun, **fields: Any) -> ScorerResult:
+        judge = self.judge
+        return ScorerResult(
+            run_id=run.run_id,
+            scorer_id=self.id,
+            input=run.input,
+            output=run.output,
+            ground_truth=run.ground_truth,
+            request_context=run.request_context,
+            judge=judge.name,
+            judge_meaningful=judge.meaningful,
+            **fields,
+        )

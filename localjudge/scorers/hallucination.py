@@ -1,0 +1,252 @@
+"""The hallucination scorer (SPEC §4; Mastra's `createHallucinationScorer`).
+
+preprocess: the output's claims -> analyze: one verdict per claim against the context, all
+claims of a run in one batch over a shared prefix -> score: hallucinated / verdicts * scale
+-> reason: a plain-text explanation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from localjudge.errors import ScorerInputError
+from localjudge.judge import JudgeBase
+from localjudge.prompts import (
+    HALLUCINATION_PROMPT_VERSION,
+    claim_verdict_prompt,
+    claims_prompt,
+    hallucination_reason_prompt,
+)
+from localjudge.scorers.base import (
+    Scorer,
+    ScorerResult,
+    ScorerRun,
+    Step,
+    StepUsage,
+    call_hook,
+    check_context,
+    generate_all,
+    prompt_text,
+    template_text,
+)
+from localjudge.scorers.text import round_half_up, split_sentences
+
+EXTRACTION_MODES = ("auto", "judge", "sentences")
+REASON_MODES = ("judge", "template")
+GetContext = Callable[..., Any]  # get_context(run=, results=, score=, step=) -> list[str]
+
+
+def hallucination_score(verdicts: list[dict], scale: float | None = 1) -> float:
+    """`hallucinated / verdicts * scale`, rounded half up to 2 decimals; 0 without verdicts."""
+    if not verdicts:
+        return 0.0
+    hallucinated = sum(1 for v in verdicts if v["verdict"] == "yes")
+    return round_half_up(hallucinated / len(verdicts) * (scale or 1))
+
+
+def hallucination_template_reason(score: float, scale: float, verdicts: list[dict]) -> str:
+    """The reason built from the verdicts, without a judge call."""
+    if not verdicts:
+        return f"The score is {score:g} because the output makes no claims to check."
+    unsupported = [v["statement"] for v in verdicts if v["verdict"] == "yes"]
+    if not unsupported:
+        return f"The score is {score:g} because the context supports all {len(verdicts)} claims."
+    quoted = "; ".join(f'"{s}"' for s in unsupported)
+    return (
+        f"The score is {score:g} out of {scale:g} because {len(unsupported)} of {len(verdicts)} "
+        f"claims are not supported by the context: {quoted}."
+    )
+
+
+class HallucinationScorer(Scorer):
+    id = "hallucination-scorer"
+    name = "Hallucination Scorer"
+    description = "Share of the output's claims that the context contradicts or does not support."
+
+    def __init__(
+        self,
+        model: JudgeBase | str | Path | None,
+        *,
+        scale: float | None = 1,
+        context: list[str] | None = None,
+        get_context: GetContext | None = None,
+        extraction: str = "auto",
+        reason: str = "judge",
+        max_claims: int = 64,
+        claims_max_tokens: int = 512,
+        verdict_max_tokens: int = 96,
+        reason_max_tokens: int = 128,
+    ) -> None:
+        super().__init__(model)
+        if extraction not in EXTRACTION_MODES:
+            raise ValueError(
+                f"unknown extraction mode: {extraction!r} (known: {', '.join(EXTRACTION_MODES)})"
+            )
+        if reason not in REASON_MODES:
+            raise ValueError(f"unknown reason mode: {reason!r} (known: {', '.join(REASON_MODES)})")
+        if get_context is not None and not callable(get_context):
+            raise ValueError("get_context must be callable")
+        self.scale = scale or 1
+        self.context = check_context(context, "context") if context is not None else None
+        self.get_context = get_context
+        self.extraction = extraction
+        self.reason_mode = reason
+        self.max_claims = max_claims
+        self.claims_max_tokens = claims_max_tokens
+        self.verdict_max_tokens = verdict_max_tokens
+        self.reason_max_tokens = reason_max_tokens
+
+    def extraction_mode(self) -> str:
+        """ "auto" means sentences for judges whose verdicts are not meaningful, else judge."""
+        if self.extraction != "auto":
+            return self.extraction
+        return "judge" if self.judge.meaningful else "sentences"
+
+    async def _context(
+        self, run: ScorerRun, results: dict, score: float | None, step: str
+    ) -> list[str]:
+        """get_context beats the run's own context, which beats the static one."""
+        if self.get_context is not None:
+            value = await call_hook(
+                self.get_context, "get_context", run=run, results=results, score=score, step=step
+            )
+            return check_context(value if value is not None else [], "get_context's result")
+        if run.context is not None:
+            return run.context
+        return list(self.context or [])
+
+    async def _claims(
+        self, output: str, usage: dict[str, StepUsage]
+    ) -> tuple[list[str], str | None, str]:
+        mode = self.extraction_mode()
+        if not output.strip():
+            return [], None, mode
+        if mode == "sentences":
+            return split_sentences(output)[: self.max_claims], None, mode
+        judge = self.judge
+        prefix, suffix = judge.split_prompt(claims_prompt(output))
+        with Step(usage, "preprocess") as step_usage:
+            (result,) = await generate_all(
+                judge,
+                [judge.request(suffix, "claims", prefix=prefix, max_tokens=self.claims_max_tokens)],
+            )
+            step_usage.add(result)
+        claims = [" ".join(c.split()) for c in result.value["claims"] if c.strip()]
+        return claims[: self.max_claims], prompt_text(prefix, suffix), mode
+
+    async def _verdicts(
+        self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
+    ) -> list[dict]:
+        judge = self.judge
+        requests = []
+        for claim in claims:
+            prefix, suffix = judge.split_prompt(claim_verdict_prompt(context, claim))
+            requests.append(
+                judge.request(
+                    suffix,
+                    "hallucination_verdict",
+                    prefix=prefix,
+                    max_tokens=self.verdict_max_tokens,
+                )
+            )
+        with Step(usage, "analyze") as step_usage:
+            results = await generate_all(judge, requests)
+            for result in results:
+                step_usage.add(result)
+        verdicts = []
+        for claim, result in zip(claims, results, strict=True):
+            choice = result.choice("verdict")
+            verdict = result.value["verdict"]
+            confidence = choice.probabilities.get(verdict) if choice else None
+            verdicts.append(
+                {
+                    "statement": claim,
+                    "verdict": verdict,
+                    "reason": result.value["reason"],
+                    "confidence": None if confidence is None else round(confidence, 4),
+                }
+            )
+        return verdicts
+
+    async def _reason(
+        self, score: float, verdicts: list[dict], usage: dict[str, StepUsage]
+    ) -> tuple[str, str | None]:
+        if self.reason_mode == "template":
+            return hallucination_template_reason(score, self.scale, verdicts), None
+        judge = self.judge
+        prefix, suffix = judge.split_prompt(
+            hallucination_reason_prompt(score, self.scale, verdicts)
+        )
+        with Step(usage, "generateReason") as step_usage:
+            (result,) = await generate_all(
+                judge,
+                [judge.request(suffix, "reason", prefix=prefix, max_tokens=self.reason_max_tokens)],
+            )
+            step_usage.add(result)
+        text = " ".join(result.value["reason"].split())
+        return text or hallucination_template_reason(score, self.scale, verdicts), prompt_text(
+            prefix, suffix
+        )
+
+    async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
+        run = ScorerRun.from_value(run)
+        output = run.output_text
+        usage: dict[str, StepUsage] = {}
+        claims, preprocess_prompt, mode = await self._claims(output, usage)
+        results: dict[str, Any] = {"preprocessStepResult": {"claims": claims}}
+        context = await self._context(run, results, None, "analyze")
+        verdicts = await self._verdicts(claims, context, usage) if claims else []
+        results["analyzeStepResult"] = {"verdicts": verdicts}
+        score = hallucination_score(verdicts, self.scale)
+        await self._context(
+            run, results, score, "generateReason"
+        )  # called for its side of the contract
+        reason, reason_prompt = await self._reason(score, verdicts, usage)
+        parts = claim_verdict_prompt(context, "{claim}")
+        return self.result(
+            run,
+            score=score,
+            reason=reason,
+            preprocess_step_result={"claims": claims},
+            preprocess_prompt=preprocess_prompt,
+            analyze_step_result={"verdicts": verdicts},
+            analyze_prompt=template_text(parts, parts.own) if claims else None,
+            generate_reason_prompt=reason_prompt,
+            usage=usage,
+            prompt_version=HALLUCINATION_PROMPT_VERSION,
+            details={"extraction": mode, "scale": self.scale},
+        )
+
+
+def create_hallucination_scorer(
+    model: JudgeBase | str | Path | None = None,
+    *,
+    scale: float | None = 1,
+    context: list[str] | None = None,
+    get_context: GetContext | None = None,
+    extraction: str = "auto",
+    reason: str = "judge",
+    **options: Any,
+) -> HallucinationScorer:
+    """A hallucination scorer on a local judge.
+
+    `model`: a registry name, a `.gguf` path, a loaded `Judge` (shared), or None for the
+    default. `context`: static context strings. `get_context(run=, results=, score=, step=)`
+    (plain or async) resolves context at run time and replaces it entirely, even with `[]`.
+    `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter) or
+    "auto" (sentences when the judge is a base model). `reason`: "judge" or "template"
+    (built from the verdicts, no judge call).
+    """
+    if context is not None and not isinstance(context, (list, tuple)):
+        raise ScorerInputError(f"context must be a list of strings, not {type(context).__name__}")
+    return HallucinationScorer(
+        model,
+        scale=scale,
+        context=context,
+        get_context=get_context,
+        extraction=extraction,
+        reason=reason,
+        **options,
+    )

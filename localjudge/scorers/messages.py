@@ -1,0 +1,152 @@
+"""Getting the texts out of what agents produce: plain strings, OpenAI chat messages, and
+Mastra's message shapes (`{"inputMessages": [...]}`, messages with `content.parts`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+
+def _text_of_content(content: Any) -> str | None:
+    """The text of a message's `content` in any of the shapes agents use."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI/AI SDK parts: the last text part, as Mastra does
+        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [t for t in texts if isinstance(t, str)]
+        return texts[-1] if texts else None
+    if isinstance(content, dict):  # Mastra DB message content: {content, parts, ...}
+        if isinstance(content.get("content"), str) and content["content"]:
+            return content["content"]
+        if isinstance(content.get("text"), str) and content["text"]:
+            return content["text"]
+        if isinstance(content.get("parts"), list):
+            return _text_of_content(content["parts"])
+    return None
+
+
+def _text_of_message(message: Any) -> str | None:
+    if isinstance(message, str):
+        return message
+    if not isinstance(message, dict):
+        return None
+    for key in ("content", "text", "body"):
+        if key in message:
+            text = _text_of_content(message[key]) if key == "content" else message[key]
+            if isinstance(text, str):
+                return text
+    return None
+
+
+def _first_with_role(messages: Any, role: str) -> str | None:
+    if not isinstance(messages, list):
+        return None
+    for message in messages:  # the first message of `role` that has text (skips tool calls)
+        if isinstance(message, dict) and message.get("role") == role:
+            text = _text_of_message(message)
+            if text:
+                return text
+    return None
+
+
+def user_text(value: Any) -> str | None:
+    """The first user text of a run's input (string, messages, or Mastra's agent input)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return _first_with_role(value, "user")
+    if isinstance(value, dict):
+        for key in ("inputMessages", "input_messages", "messages"):
+            text = _first_with_role(value.get(key), "user")
+            if text is not None:
+                return text
+        for key in ("prompt", "text", "content", "input", "user"):
+            if key in value:
+                text = _text_of_message({"content": value[key]}) if key != "text" else value[key]
+                if isinstance(text, str):
+                    return text
+    return None
+
+
+def assistant_text(value: Any) -> str | None:
+    """The first assistant text of a run's output (string, messages, or one message)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return _first_with_role(value, "assistant")
+    if isinstance(value, dict) and value.get("role") in (None, "assistant"):
+        return _text_of_message(value)
+    return None
+
+
+def extract_tool_results(output: Any) -> list[dict[str, Any]]:
+    """Finished tool calls of an agent transcript: `[{tool_name, tool_call_id, args, result}]`.
+
+    Reads Mastra messages (`content.toolInvocations`, or `content.parts` items of type
+    `tool-invocation`, keeping state "result") and OpenAI chat messages (an assistant's
+    `tool_calls` answered by a `role: "tool"` message with the same `tool_call_id`).
+    """
+    if not isinstance(output, list):
+        return []
+    results: list[dict[str, Any]] = []
+    openai_calls: dict[str, tuple[str, Any]] = {}
+    openai_order: list[str] = []
+    openai_results: dict[str, Any] = {}
+    for message in output:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if isinstance(content, dict):
+            invocations = content.get("toolInvocations")
+            if invocations is None and isinstance(content.get("parts"), list):
+                invocations = [
+                    p.get("toolInvocation")
+                    for p in content["parts"]
+                    if isinstance(p, dict) and p.get("type") == "tool-invocation"
+                ]
+            for invocation in invocations or []:
+                if (
+                    isinstance(invocation, dict)
+                    and invocation.get("state") == "result"
+                    and "result" in invocation
+                ):
+                    results.append(
+                        {
+                            "tool_name": invocation.get("toolName", ""),
+                            "tool_call_id": invocation.get("toolCallId") or "",
+                            "args": invocation.get("args") or {},
+                            "result": invocation["result"],
+                        }
+                    )
+        for call in message.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments) if arguments else {}
+                except ValueError:
+                    arguments = {"_raw": arguments}
+            call_id = call.get("id") or ""
+            openai_calls[call_id] = (function.get("name", ""), arguments or {})
+            openai_order.append(call_id)
+        if message.get("role") == "tool" and "tool_call_id" in message:
+            result = message.get("content")
+            if isinstance(result, str):
+                with contextlib.suppress(ValueError):
+                    result = json.loads(result)
+            openai_results[message["tool_call_id"]] = result
+    for call_id in openai_order:
+        if call_id in openai_results:
+            name, args = openai_calls[call_id]
+            results.append(
+                {
+                    "tool_name": name,
+                    "tool_call_id": call_id,
+                    "args": args,
+                    "result": openai_results[call_id],
+                }
+            )
+    return results

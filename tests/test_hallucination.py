@@ -1,0 +1,422 @@
+"""Hallucination scorer logic on the fake judge: exact arithmetic, hooks, shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from localjudge.errors import PromptTooLongError, ScorerError, ScorerInputError
+from localjudge.scorers import (
+    create_hallucination_scorer,
+    extract_tool_results,
+    hallucination_score,
+    round_half_up,
+    split_sentences,
+)
+from localjudge.testing import FakeJudge
+
+
+def verdict_json(verdict: str, reason: str = "r") -> str:
+    return json.dumps({"verdict": verdict, "reason": reason}, separators=(",", ":"))
+
+
+def make_script(claims=None, hallucinated=("moon",), reason="Explained."):
+    """Claims come from `claims` (or the output's sentences); a claim containing one of the
+    `hallucinated` words gets "yes"."""
+
+    def script(prompt: str) -> str:
+        if prompt.endswith("Claims: "):
+            text = prompt.rsplit("Text: ", 1)[1].rsplit("\nClaims: ", 1)[0]
+            found = claims if claims is not None else [s for s in text.split(". ") if s]
+            return json.dumps({"claims": found}, separators=(",", ":"))
+        if prompt.endswith("Explanation: "):
+            return json.dumps({"reason": reason}, separators=(",", ":"))
+        claim = prompt.rsplit("Claim: ", 1)[1].split("\n")[0]
+        return verdict_json("yes" if any(w in claim for w in hallucinated) else "no")
+
+    return script
+
+
+@pytest.fixture
+def judge(tmp_home):
+    judge = FakeJudge(make_script())
+    yield judge
+    judge.close()
+
+
+def verdicts(*flags):
+    return [{"statement": str(i), "verdict": f, "reason": ""} for i, f in enumerate(flags)]
+
+
+# -- arithmetic --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0.125, 0.13),
+        (0.375, 0.38),
+        (0.625, 0.63),
+        (1.005, 1.01),
+        (0.1 + 0.2, 0.3),
+        (2 / 3, 0.67),
+        (0.5, 0.5),
+        (0, 0),
+    ],
+)
+def test_round_half_up_matches_javascript(value, expected):
+    assert round_half_up(value) == expected
+
+
+def test_python_round_would_be_wrong_here():
+    assert round(0.125, 2) == 0.12 and round_half_up(0.125) == 0.13
+
+
+def test_score_arithmetic():
+    assert hallucination_score([]) == 0
+    assert hallucination_score(verdicts("yes", *["no"] * 7)) == 0.13  # 1/8 = 0.125 rounds up
+    assert hallucination_score(verdicts("yes", "yes", "yes", *["no"] * 5)) == 0.38
+    assert hallucination_score(verdicts("yes", "yes")) == 1
+    assert hallucination_score(verdicts("yes", "no"), scale=0) == 0.5  # 0 means 1
+    assert hallucination_score(verdicts("yes", "no"), scale=None) == 0.5
+    assert hallucination_score(verdicts("yes", "yes", "yes", *["no"] * 4), scale=10) == 4.29
+    assert hallucination_score(verdicts("yes", "yes"), scale=10) == 10
+
+
+# -- the pipeline ------------------------------------------------------------------------
+
+
+def test_end_to_end_with_judge_extraction(judge):
+    scorer = create_hallucination_scorer(judge, context=["The sky is blue."], extraction="judge")
+    result = scorer.run({"output": "The sky is blue. The moon is cheese", "input": "Tell me."})
+    assert result.preprocess_step_result == {"claims": ["The sky is blue", "The moon is cheese"]}
+    assert [v["verdict"] for v in result.analyze_step_result["verdicts"]] == ["no", "yes"]
+    assert [
+        v["statement"] for v in result.analyze_step_result["verdicts"]
+    ] == result.preprocess_step_result["claims"]
+    assert all(v["confidence"] > 0.99 for v in result.analyze_step_result["verdicts"])
+    assert result.score == 0.5
+    assert result.reason == "Explained."
+    assert result.preprocess_prompt.endswith("Text: The sky is blue. The moon is cheese\nClaims: ")
+    assert (
+        "Context: The sky is blue." in result.analyze_prompt and "{claim}" in result.analyze_prompt
+    )
+    assert result.generate_reason_prompt.endswith("Explanation: ")
+    assert set(result.usage) == {"preprocess", "analyze", "generateReason"}
+    assert result.usage["analyze"].requests == 2
+    assert result.usage["analyze"].prefix_reused > 0  # the claims shared the context prefix
+
+
+def test_all_claims_hallucinated_with_scale(judge):
+    scorer = create_hallucination_scorer(judge, scale=10, extraction="judge")
+    result = scorer.run({"output": "The moon is cheese. The moon is near"})
+    assert result.score == 10
+
+
+def test_empty_output_asks_nothing(judge):
+    scorer = create_hallucination_scorer(judge, context=["x"], extraction="judge")
+    for output in ("", "   \n\t", [{"role": "assistant", "content": ""}]):
+        result = scorer.run({"output": output})
+        assert result.score == 0 and result.preprocess_step_result == {"claims": []}
+        assert result.analyze_step_result == {"verdicts": []}
+        assert set(result.usage) == {"generateReason"}  # no claim extraction, no verdicts
+
+
+def test_empty_output_makes_no_claim_requests(tmp_home):
+    judge = FakeJudge(make_script())
+    scorer = create_hallucination_scorer(judge, extraction="judge", reason="template")
+    result = scorer.run({"output": ""})
+    judge.close()
+    assert judge.engine.plans == []
+    assert result.reason == "The score is 0 because the output makes no claims to check."
+
+
+def test_sentence_extraction_and_auto_mode(tmp_home):
+    base = FakeJudge(make_script(), meaningful=False)
+    scorer = create_hallucination_scorer(base)  # auto: a base-model judge splits sentences
+    result = scorer.run({"output": "The sky is blue. The moon is cheese!"})
+    base.close()
+    assert result.details["extraction"] == "sentences" and result.preprocess_prompt is None
+    assert result.preprocess_step_result["claims"] == ["The sky is blue.", "The moon is cheese!"]
+    assert result.to_dict()["judge"]["meaningful"] is False
+    assert "not meaningful" in result.to_dict()["judge"]["note"]
+
+
+def test_template_reason_skips_the_judge(judge):
+    scorer = create_hallucination_scorer(judge, extraction="sentences", reason="template")
+    result = scorer.run({"output": "The sky is blue. The moon is cheese."})
+    assert result.generate_reason_prompt is None and "generateReason" not in result.usage
+    assert result.reason == (
+        'The score is 0.5 out of 1 because 1 of 2 claims are not supported by the context: "The moon is cheese.".'
+    )
+
+
+# -- context -----------------------------------------------------------------------------
+
+
+def context_seen(result) -> str:
+    return result.analyze_prompt.rsplit("Context: ", 1)[1].split("\n")[0]
+
+
+def test_get_context_beats_static_even_when_empty(judge):
+    calls = []
+
+    def get_context(*, run, results, score, step):
+        calls.append((step, score, run.output, json.dumps(results)))
+        return []
+
+    scorer = create_hallucination_scorer(
+        judge,
+        context=["static"],
+        get_context=get_context,
+        extraction="sentences",
+        reason="template",
+    )
+    result = scorer.run({"output": "The moon is cheese."})
+    assert context_seen(result) == "(no context given)"
+    assert [c[0] for c in calls] == ["analyze", "generateReason"]
+    assert calls[0][1] is None and calls[1][1] == result.score == 1
+    assert '"claims"' in calls[0][3] and '"verdicts"' in calls[1][3]
+
+
+def test_async_get_context(judge):
+    async def get_context(*, run, results, score, step):
+        return ["from the hook"]
+
+    scorer = create_hallucination_scorer(
+        judge, get_context=get_context, extraction="sentences", reason="template"
+    )
+    assert context_seen(scorer.run({"output": "The sky is blue."})) == "from the hook"
+
+
+def test_run_context_beats_static_and_hook_beats_both(judge):
+    static = create_hallucination_scorer(
+        judge, context=["static"], extraction="sentences", reason="template"
+    )
+    assert context_seen(static.run({"output": "x.", "context": ["item"]})) == "item"
+    assert context_seen(static.run({"output": "x."})) == "static"
+    hooked = create_hallucination_scorer(
+        judge,
+        context=["static"],
+        get_context=lambda **_: ["hook"],
+        extraction="sentences",
+        reason="template",
+    )
+    assert context_seen(hooked.run({"output": "x.", "context": ["item"]})) == "hook"
+
+
+def test_get_context_that_raises(judge):
+    def broken(**_):
+        raise KeyError("tool_results")
+
+    scorer = create_hallucination_scorer(judge, get_context=broken, extraction="sentences")
+    with pytest.raises(ScorerError, match="get_context raised KeyError"):
+        scorer.run({"output": "x."})
+
+
+def test_bad_context_entries(judge):
+    with pytest.raises(ScorerInputError, match="entry 1 is int"):
+        create_hallucination_scorer(judge, context=["ok", 3])
+    with pytest.raises(ScorerInputError, match="list of strings"):
+        create_hallucination_scorer(judge, context="a string")
+    scorer = create_hallucination_scorer(
+        judge, get_context=lambda **_: [None], extraction="sentences"
+    )
+    with pytest.raises(ScorerInputError, match="get_context's result: entry 0 is NoneType"):
+        scorer.run({"output": "x."})
+
+
+def test_context_larger_than_the_window(tmp_home):
+    judge = FakeJudge(make_script(), n_ctx=2000)
+    scorer = create_hallucination_scorer(judge, context=["word " * 1000], extraction="sentences")
+    with pytest.raises(PromptTooLongError, match="judge context of 2000 tokens"):
+        scorer.run({"output": "The sky is blue."})
+    judge.close()
+
+
+# -- runs and results --------------------------------------------------------------------
+
+
+def test_missing_and_malformed_output(judge):
+    scorer = create_hallucination_scorer(judge)
+    with pytest.raises(ScorerInputError, match="no 'output'"):
+        scorer.run({"input": "hi"})
+    with pytest.raises(ScorerInputError, match="not bytes"):
+        scorer.run({"output": b"\x00\xff"})
+    with pytest.raises(ScorerInputError, match="unknown field"):
+        scorer.run({"output": "x", "outptu": "typo"})
+
+
+def test_message_shapes_and_camel_case(judge):
+    scorer = create_hallucination_scorer(judge, extraction="sentences", reason="template")
+    openai_run = {
+        "input": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sky?"}],
+        "output": [{"role": "assistant", "content": "The sky is blue."}],
+        "runId": "run-1",
+        "groundTruth": "blue",
+        "requestContext": {"user": "u1"},
+    }
+    data = scorer.run(openai_run).to_dict()
+    assert (
+        data["runId"] == "run-1"
+        and data["groundTruth"] == "blue"
+        and data["requestContext"] == {"user": "u1"}
+    )
+    assert data["preprocessStepResult"] == {"claims": ["The sky is blue."]}
+    for key in (
+        "analyzeStepResult",
+        "analyzePrompt",
+        "generateReasonPrompt",
+        "preprocessPrompt",
+        "scorerId",
+        "usage",
+    ):
+        assert key in data
+    mastra_run = {
+        "input": {
+            "inputMessages": [
+                {"role": "user", "content": {"parts": [{"type": "text", "text": "Sky?"}]}}
+            ]
+        },
+        "output": [
+            {
+                "id": "m1",
+                "role": "assistant",
+                "content": {"format": 2, "parts": [{"type": "text", "text": "Grass is green."}]},
+            }
+        ],
+    }
+    result = scorer.run(mastra_run)
+    assert result.preprocess_step_result == {"claims": ["Grass is green."]}
+    assert len(result.run_id) == 36  # a uuid when none is given
+    json.loads(result.to_json())
+
+
+def test_extract_tool_results_mastra_and_openai():
+    mastra = [
+        {
+            "role": "assistant",
+            "content": {
+                "toolInvocations": [
+                    {
+                        "state": "result",
+                        "toolName": "weather",
+                        "toolCallId": "c1",
+                        "args": {"city": "Oslo"},
+                        "result": {"t": 3},
+                    },
+                    {"state": "call", "toolName": "weather", "toolCallId": "c2", "args": {}},
+                ]
+            },
+        },
+        {
+            "role": "assistant",
+            "content": {
+                "parts": [
+                    {"type": "text", "text": "hi"},
+                    {
+                        "type": "tool-invocation",
+                        "toolInvocation": {
+                            "state": "result",
+                            "toolName": "time",
+                            "toolCallId": "c3",
+                            "result": "noon",
+                        },
+                    },
+                ]
+            },
+        },
+    ]
+    assert extract_tool_results(mastra) == [
+        {
+            "tool_name": "weather",
+            "tool_call_id": "c1",
+            "args": {"city": "Oslo"},
+            "result": {"t": 3},
+        },
+        {"tool_name": "time", "tool_call_id": "c3", "args": {}, "result": "noon"},
+    ]
+    openai = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "news", "arguments": "{}"},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"t": 3}'},
+        {"role": "assistant", "content": "It is 3 degrees."},
+    ]
+    assert extract_tool_results(openai) == [
+        {
+            "tool_name": "weather",
+            "tool_call_id": "call_1",
+            "args": {"city": "Oslo"},
+            "result": {"t": 3},
+        }
+    ]
+    assert extract_tool_results("not a transcript") == []
+
+
+def test_tool_results_as_context(judge):
+    output = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "function": {"name": "w", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": '{"sky": "blue"}'},
+        {"role": "assistant", "content": "The sky is blue."},
+    ]
+
+    def get_context(*, run, **_):
+        return [
+            json.dumps({"tool": t["tool_name"], "result": t["result"]})
+            for t in extract_tool_results(run.output)
+        ]
+
+    scorer = create_hallucination_scorer(
+        judge, get_context=get_context, extraction="sentences", reason="template"
+    )
+    result = scorer.run({"output": output})
+    assert context_seen(result) == '{"tool": "w", "result": {"sky": "blue"}}'
+    assert result.preprocess_step_result == {"claims": ["The sky is blue."]}
+
+
+def test_sentence_splitter_languages():
+    assert split_sentences("Dr. Smith came at 3.5 p.m. today. He left! Did he?\nYes") == [
+        "Dr. Smith came at 3.5 p.m. today.",
+        "He left!",
+        "Did he?",
+        "Yes",
+    ]
+    assert split_sentences("東京は首都です。人口は多い！「はい。」と彼は言った。") == [
+        "東京は首都です。",
+        "人口は多い！",
+        "「はい。」と彼は言った。",
+    ]
+    assert split_sentences("  ") == []
+
+
+def test_run_inside_an_event_loop_points_to_run_async(judge):
+    import asyncio
+
+    scorer = create_hallucination_scorer(judge, extraction="sentences", reason="template")
+
+    async def inside():
+        with pytest.raises(ScorerError, match="run_async"):
+            scorer.run({"output": "x."})
+        return await scorer.run_async({"output": "The sky is blue."})
+
+    assert asyncio.run(inside()).score == 0

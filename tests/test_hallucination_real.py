@@ -1,0 +1,122 @@
+"""The hallucination scorer end to end on the real engine and the embedded model.
+
+The 270M base model's judgements are not asserted: structure, validity and accounting are.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from localjudge.errors import PromptTooLongError
+from localjudge.scorers import create_hallucination_scorer, extract_tool_results
+
+pytestmark = pytest.mark.real
+
+IPHONE = [
+    "The first iPhone was announced on January 9, 2007.",
+    "It was released on June 29, 2007.",
+    "Steve Jobs introduced it at Macworld.",
+]
+
+
+def check_structure(result, scale=1):
+    claims = result.preprocess_step_result["claims"]
+    verdicts = result.analyze_step_result["verdicts"]
+    assert [v["statement"] for v in verdicts] == claims  # one verdict per claim, in order
+    for verdict in verdicts:
+        assert verdict["verdict"] in ("yes", "no")
+        assert isinstance(verdict["reason"], str)
+        assert 0.0 <= verdict["confidence"] <= 1.0
+    hallucinated = sum(v["verdict"] == "yes" for v in verdicts)
+    expected = round(hallucinated / len(verdicts) * scale + 1e-9, 2) if verdicts else 0
+    assert result.score == pytest.approx(expected, abs=0.006)
+    assert 0 <= result.score <= scale
+    assert isinstance(result.reason, str) and result.reason.strip()
+    assert not result.reason.lstrip().startswith("{")  # the sentence itself, not JSON
+    data = json.loads(result.to_json())
+    assert data["judge"]["meaningful"] is False  # the embedded model is a base model
+
+
+def test_static_context_with_judge_extraction(real_judge):
+    scorer = create_hallucination_scorer(real_judge, context=IPHONE, extraction="judge")
+    result = scorer.run(
+        {
+            "input": "When was the iPhone released?",
+            "output": "The iPhone was announced in 2007 and released in June 2008.",
+        }
+    )
+    check_structure(result)
+    assert result.preprocess_prompt and result.generate_reason_prompt
+    assert result.usage["analyze"].requests == len(result.preprocess_step_result["claims"])
+
+
+def test_sentence_extraction_scale_and_template_reason(real_judge):
+    scorer = create_hallucination_scorer(real_judge, context=IPHONE, scale=10, reason="template")
+    result = scorer.run(
+        {"output": "The iPhone was announced in 2007. It was pioneering. It may have been blue."}
+    )
+    check_structure(result, scale=10)
+    assert result.details["extraction"] == "sentences"
+    assert len(result.analyze_step_result["verdicts"]) == 3
+    assert result.usage["analyze"].prefix_reused > 0
+
+
+def test_tool_result_context(real_judge):
+    output = [
+        {
+            "id": "m1",
+            "role": "assistant",
+            "content": {
+                "format": 2,
+                "parts": [{"type": "text", "text": "It is 3 degrees and cloudy in Oslo."}],
+                "toolInvocations": [
+                    {
+                        "state": "result",
+                        "toolName": "weather",
+                        "toolCallId": "call-1",
+                        "args": {"city": "Oslo"},
+                        "result": {"temperature": 3, "sky": "cloudy"},
+                    }
+                ],
+            },
+        }
+    ]
+
+    def get_context(*, run, results, score, step):
+        return [
+            json.dumps({"tool": t["tool_name"], "result": t["result"]})
+            for t in extract_tool_results(run.output)
+        ]
+
+    scorer = create_hallucination_scorer(real_judge, get_context=get_context, reason="template")
+    result = scorer.run({"input": "Weather in Oslo?", "output": output})
+    check_structure(result)
+    assert '"temperature": 3' in result.analyze_prompt
+
+
+def test_empty_output(real_judge):
+    result = create_hallucination_scorer(real_judge, context=IPHONE).run({"output": "  "})
+    assert result.score == 0 and result.analyze_step_result == {"verdicts": []}
+    assert result.reason.strip()
+
+
+def test_japanese_item(real_judge):
+    scorer = create_hallucination_scorer(
+        real_judge,
+        context=["富士山の標高は3776メートルです。", "静岡県と山梨県にまたがっています。"],
+    )
+    result = scorer.run({"output": "富士山の高さは約3800メートルです。富士山は北海道にあります。"})
+    check_structure(result)
+    assert result.preprocess_step_result["claims"] == [
+        "富士山の高さは約3800メートルです。",
+        "富士山は北海道にあります。",
+    ]
+    assert "富士山" in result.analyze_prompt
+
+
+def test_context_larger_than_the_window(real_judge):
+    scorer = create_hallucination_scorer(real_judge, context=["The museum opens at nine. " * 800])
+    with pytest.raises(PromptTooLongError, match="judge context of 4096 tokens"):
+        scorer.run({"output": "The museum opens at nine."})

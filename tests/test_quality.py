@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from localjudge.cli import cli
+from localjudge.evals.quality import Metrics, load_devset, overlap_verdict
+
+
+def test_metrics_arithmetic():
+    m = Metrics.of(["yes", "yes", "no", "no"], ["yes", "no", "yes", "no"])
+    assert (m.n, m.accuracy, m.balanced_accuracy, m.false_positive_rate) == (4, 0.5, 0.5, 0.5)
+    assert m.f1 == pytest.approx(0.5)
+    always = Metrics.of(["yes", "no", "no", "no"], ["yes"] * 4)
+    assert always.balanced_accuracy == 0.5 and always.false_positive_rate == 1.0
+
+
+def test_overlap_baseline():
+    context = ["The bridge opened in 1937 and is painted orange."]
+    assert overlap_verdict("The bridge opened in 1937.", context) == "no"
+    assert overlap_verdict("The tunnel closed in 1999.", context) == "yes"
+    assert (
+        overlap_verdict(
+            "富士山は静岡県にあります。", ["富士山は静岡県と山梨県にまたがっています。"]
+        )
+        == "no"
+    )
+
+
+def test_devset_shape():
+    cases = load_devset("hallucination")
+    assert len(cases) >= 40
+    assert {c["expected"] for c in cases} == {"yes", "no"}
+    assert sum(any("\u3040" <= ch <= "\u9fff" for ch in c["claim"]) for c in cases) >= 5
+    kinds = {c["kind"] for c in cases}
+    assert {
+        "contradiction",
+        "unsupported",
+        "subjective",
+        "wrong-date",
+        "approximate-number",
+    } <= kinds
+    assert {"speculation-in-context", "speculation-outside-context"} <= kinds
+
+
+@pytest.mark.real
+def test_quality_command():
+    result = CliRunner().invoke(cli, ["quality", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data["hallucination"]) == {"judge", "word-overlap baseline", "always yes"}
+    assert data["hallucination"]["judge"]["n"] >= 40
