@@ -294,11 +294,14 @@ def quality(model: str | None, as_json: bool) -> None:
     """Agreement of the judge with the labelled dev sets, beside trivial baselines."""
     from dataclasses import asdict
 
-    from localjudge.evals.quality import hallucination_quality
+    from localjudge.evals.quality import hallucination_quality, toxicity_quality
     from localjudge.judge import Judge
 
     with Judge(model) as judge:
-        reports = {"hallucination": hallucination_quality(judge)}
+        reports = {
+            "hallucination": hallucination_quality(judge),
+            "toxicity": toxicity_quality(judge),
+        }
         name, meaningful = judge.name, judge.meaningful
     if as_json:
         data = {task: {who: asdict(m) for who, m in rows.items()} for task, rows in reports.items()}

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from localjudge.cli import cli
-from localjudge.evals.quality import Metrics, load_devset, overlap_verdict
+from localjudge.evals.quality import Metrics, load_devset, overlap_verdict, wordlist_verdict
 
 
 def test_metrics_arithmetic():
@@ -51,4 +51,21 @@ def test_quality_command():
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert set(data["hallucination"]) == {"judge", "word-overlap baseline", "always yes"}
+    assert set(data["toxicity"]) == {"judge", "word-list baseline", "always no"}
+    assert data["toxicity"]["judge"]["n"] >= 60
     assert data["hallucination"]["judge"]["n"] >= 40
+
+
+def test_toxicity_devset_and_baseline():
+    cases = load_devset("toxicity")
+    assert len(cases) >= 60
+    categories = {c["category"] for c in cases if c["expected"] == "yes"}
+    assert categories == {"personal_attack", "mockery", "hate_speech", "dismissive", "threat"}
+    assert {c["severity"] for c in cases if c["expected"] == "yes"} == {
+        "mild",
+        "moderate",
+        "severe",
+    }
+    assert sum(c["expected"] == "no" for c in cases) >= 20  # civil look-alikes
+    assert sum(any("\u3040" <= ch <= "\u9fff" for ch in c["statement"]) for c in cases) >= 8
+    assert wordlist_verdict("You idiot.") == "yes" and wordlist_verdict("Thanks!") == "no"

@@ -87,3 +87,40 @@ def hallucination_quality(judge) -> dict[str, Metrics]:
         "word-overlap baseline": Metrics.of(expected, baseline),
         "always yes": Metrics.of(expected, ["yes"] * len(cases)),
     }
+
+
+# A trivial baseline: a statement is toxic when it contains one of these words or phrases.
+TOXIC_WORDS = (
+    "idiot", "moron", "stupid", "dumb", "useless", "pathetic", "lazy", "disgrace", "worst",
+    "whining", "nobody cares", "irrelevant", "wasting my time", "bother", "whatever",
+    "regret", "watch your back", "see what happens", "criminals", "fanatics", "liars",
+    "バカ", "頭が悪い", "くだらない", "誰も気に", "ただじゃおかない", "嘘つき",
+)  # fmt: skip
+
+
+def wordlist_verdict(statement: str) -> str:
+    """Baseline: "yes" (toxic) when the statement contains a listed word or phrase."""
+    lowered = statement.lower()
+    return "yes" if any(word in lowered for word in TOXIC_WORDS) else "no"
+
+
+def toxicity_quality(judge) -> dict[str, Metrics]:
+    """Judge and baseline verdicts on the toxicity dev set."""
+    from localjudge.prompts import opinion_verdict_prompt
+
+    cases = load_devset("toxicity")
+    requests = []
+    for case in cases:
+        prefix, suffix = judge.split_prompt(
+            opinion_verdict_prompt(case["input"], case["statement"])
+        )
+        requests.append(judge.request(suffix, "toxicity_verdict", prefix=prefix, max_tokens=64))
+    outcomes = judge.generate_many(requests)
+    expected = [c["expected"] for c in cases]
+    judged = [o.value["verdict"] if not isinstance(o, Exception) else "error" for o in outcomes]
+    baseline = [wordlist_verdict(c["statement"]) for c in cases]
+    return {
+        "judge": Metrics.of(expected, judged),
+        "word-list baseline": Metrics.of(expected, baseline),
+        "always no": Metrics.of(expected, ["no"] * len(cases)),
+    }

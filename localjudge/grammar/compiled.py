@@ -92,12 +92,23 @@ class CompiledGrammar:
 
 
 def _enum_fields(schema: dict) -> dict[str, list[str]]:
-    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
-    return {
-        name: [str(v) for v in spec["enum"]]
-        for name, spec in properties.items()
-        if isinstance(spec, dict) and isinstance(spec.get("enum"), list)
-    }
+    """Properties whose value is one of a few strings (`enum` or `const`), merged across
+    `oneOf`/`anyOf` branches: the choice points whose option probabilities are reported."""
+    fields: dict[str, list[str]] = {}
+    branches = [schema] + [
+        b for key in ("oneOf", "anyOf") for b in schema.get(key, []) if isinstance(b, dict)
+    ]
+    for branch in branches:
+        for name, spec in branch.get("properties", {}).items():
+            if not isinstance(spec, dict):
+                continue
+            options = spec.get("enum") if isinstance(spec.get("enum"), list) else None
+            if options is None and "const" in spec:
+                options = [spec["const"]]
+            if options is not None:
+                merged = fields.setdefault(name, [])
+                merged.extend(str(o) for o in options if str(o) not in merged)
+    return {name: options for name, options in fields.items() if len(options) > 1}
 
 
 def _tables(index: outlines_core.Index, vocabulary: TokenVocabulary):

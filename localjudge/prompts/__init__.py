@@ -7,11 +7,19 @@ from localjudge.prompts.hallucination import (
     claims_prompt,
     hallucination_reason_prompt,
 )
+from localjudge.prompts.toxicity import (
+    TOXICITY_PROMPT_VERSION,
+    opinion_verdict_prompt,
+    toxicity_reason_prompt,
+)
 
 __all__ = [
     "HALLUCINATION_PROMPT_VERSION",
     "PromptParts",
+    "TOXICITY_PROMPT_VERSION",
     "claim_verdict_prompt",
     "claims_prompt",
     "hallucination_reason_prompt",
+    "opinion_verdict_prompt",
+    "toxicity_reason_prompt",
 ]

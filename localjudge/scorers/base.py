@@ -255,6 +255,14 @@ async def call_hook(hook: Callable[..., Any], name: str, **kwargs: Any) -> Any:
     return value
 
 
+def verdict_confidence(result: GenerationResult) -> float | None:
+    """The model's probability of the verdict it gave, from the masked logits."""
+    choice = result.choice("verdict")
+    if choice is None:
+        return None
+    return round(choice.probabilities.get(result.value["verdict"], 0.0), 4)
+
+
 class Step:
     """Times a step and collects its usage."""
 
@@ -299,6 +307,26 @@ class Scorer:
         raise ScorerError(
             "scorer.run() was called inside a running event loop: use `await scorer.run_async(run)`"
         )
+
+    async def ask(
+        self, step: str, requests: Sequence[GenerationRequest], usage: dict[str, StepUsage]
+    ) -> list[GenerationResult]:
+        """Run one step's requests together, timing the step and counting its tokens."""
+        with Step(usage, step) as step_usage:
+            results = await generate_all(self.judge, requests)
+            for result in results:
+                step_usage.add(result)
+        return results
+
+    async def judge_reason(
+        self, parts: PromptParts, usage: dict[str, StepUsage], max_tokens: int
+    ) -> tuple[str, str]:
+        """The generateReason step through the judge: (plain-text reason, prompt)."""
+        judge = self.judge
+        prefix, suffix = judge.split_prompt(parts)
+        request = judge.request(suffix, "reason", prefix=prefix, max_tokens=max_tokens)
+        (result,) = await self.ask("generateReason", [request], usage)
+        return " ".join(result.value["reason"].split()), prompt_text(prefix, suffix)
 
     def result(self, run: ScorerRun, **fields: Any) -> ScorerResult:
         judge = self.judge

@@ -23,13 +23,12 @@ from localjudge.scorers.base import (
     Scorer,
     ScorerResult,
     ScorerRun,
-    Step,
     StepUsage,
     call_hook,
     check_context,
-    generate_all,
     prompt_text,
     template_text,
+    verdict_confidence,
 )
 from localjudge.scorers.text import round_half_up, split_sentences
 
@@ -127,12 +126,8 @@ class HallucinationScorer(Scorer):
             return split_sentences(output)[: self.max_claims], None, mode
         judge = self.judge
         prefix, suffix = judge.split_prompt(claims_prompt(output))
-        with Step(usage, "preprocess") as step_usage:
-            (result,) = await generate_all(
-                judge,
-                [judge.request(suffix, "claims", prefix=prefix, max_tokens=self.claims_max_tokens)],
-            )
-            step_usage.add(result)
+        request = judge.request(suffix, "claims", prefix=prefix, max_tokens=self.claims_max_tokens)
+        (result,) = await self.ask("preprocess", [request], usage)
         claims = [" ".join(c.split()) for c in result.value["claims"] if c.strip()]
         return claims[: self.max_claims], prompt_text(prefix, suffix), mode
 
@@ -151,21 +146,15 @@ class HallucinationScorer(Scorer):
                     max_tokens=self.verdict_max_tokens,
                 )
             )
-        with Step(usage, "analyze") as step_usage:
-            results = await generate_all(judge, requests)
-            for result in results:
-                step_usage.add(result)
+        results = await self.ask("analyze", requests, usage)
         verdicts = []
         for claim, result in zip(claims, results, strict=True):
-            choice = result.choice("verdict")
-            verdict = result.value["verdict"]
-            confidence = choice.probabilities.get(verdict) if choice else None
             verdicts.append(
                 {
                     "statement": claim,
-                    "verdict": verdict,
+                    "verdict": result.value["verdict"],
                     "reason": result.value["reason"],
-                    "confidence": None if confidence is None else round(confidence, 4),
+                    "confidence": verdict_confidence(result),
                 }
             )
         return verdicts
@@ -173,22 +162,12 @@ class HallucinationScorer(Scorer):
     async def _reason(
         self, score: float, verdicts: list[dict], usage: dict[str, StepUsage]
     ) -> tuple[str, str | None]:
+        fallback = hallucination_template_reason(score, self.scale, verdicts)
         if self.reason_mode == "template":
-            return hallucination_template_reason(score, self.scale, verdicts), None
-        judge = self.judge
-        prefix, suffix = judge.split_prompt(
-            hallucination_reason_prompt(score, self.scale, verdicts)
-        )
-        with Step(usage, "generateReason") as step_usage:
-            (result,) = await generate_all(
-                judge,
-                [judge.request(suffix, "reason", prefix=prefix, max_tokens=self.reason_max_tokens)],
-            )
-            step_usage.add(result)
-        text = " ".join(result.value["reason"].split())
-        return text or hallucination_template_reason(score, self.scale, verdicts), prompt_text(
-            prefix, suffix
-        )
+            return fallback, None
+        parts = hallucination_reason_prompt(score, self.scale, verdicts)
+        text, prompt = await self.judge_reason(parts, usage, self.reason_max_tokens)
+        return text or fallback, prompt
 
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
         run = ScorerRun.from_value(run)
