@@ -21,8 +21,12 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install $(PIP_SOURCE) -c requirements.lock -e '.[dev]'
 	@touch $(STAMP)
 
+# The main job: evaluate examples/sample.jsonl with both scorers on the embedded model.
 run: install
-	$(PY) -m localjudge demo
+	@mkdir -p .localjudge && rm -f .localjudge/sample-results.jsonl
+	$(PY) -m localjudge eval examples/sample.jsonl --scorer hallucination --scorer toxicity \
+		--out .localjudge/sample-results.jsonl
+	@echo "per-item results: .localjudge/sample-results.jsonl"
 
 test: install
 	$(PY) -m pytest -q

@@ -147,6 +147,260 @@ def models_assemble(model: str | None) -> None:
     click.echo(f"{resolved.name}: {resolved.path}")
 
 
+# -- score and eval ------------------------------------------------------------------------
+
+
+def _load_judge(model: str | None, slots: int = 8):
+    from localjudge.judge import Judge
+
+    return Judge(model, slots=slots)
+
+
+@cli.command()
+@click.argument("scorer", type=click.Choice(["hallucination", "toxicity"]))
+@click.option("--output", "output_text", required=True, help="The text to score ('-' reads stdin).")
+@click.option(
+    "--input", "input_text", default=None, help="The user's message that led to the output."
+)
+@click.option(
+    "--context", "contexts", multiple=True, help="A context string (repeatable; hallucination)."
+)
+@click.option(
+    "--context-file",
+    "context_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A file whose text is one context entry (repeatable; hallucination).",
+)
+@click.option("--scale", default=1.0, show_default=True, type=float, help="Score maximum.")
+@click.option(
+    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
+)
+@click.option(
+    "--reason",
+    "reason_mode",
+    type=click.Choice(["judge", "template"]),
+    default="judge",
+    show_default=True,
+)
+@click.option("--json", "as_json", is_flag=True, help="Print Mastra's camelCase result JSON.")
+def score(
+    scorer, output_text, input_text, contexts, context_files, scale, model, reason_mode, as_json
+) -> None:
+    """Score one output with SCORER (hallucination or toxicity)."""
+    from pathlib import Path
+
+    from localjudge.scorers import make_scorer
+
+    if output_text == "-":
+        output_text = click.get_text_stream("stdin").read()
+    context = list(contexts)
+    for name in context_files:
+        path = Path(name)
+        if not path.exists():
+            raise click.ClickException(f"context file not found: {path}")
+        context.append(path.read_text(encoding="utf-8"))
+    if scorer == "toxicity" and context:
+        raise click.ClickException("--context is for the hallucination scorer")
+    options = {"scale": scale, "reason": reason_mode}
+    if scorer == "hallucination":
+        options["context"] = context
+    with _load_judge(model, slots=8) as judge:
+        result = make_scorer(scorer, judge, **options).run(
+            {"output": output_text, "input": input_text}
+        )
+    if as_json:
+        click.echo(result.to_json(indent=2))
+        return
+    click.echo(f"{result.scorer_id}: {result.score:g} (of {scale:g})")
+    click.echo(f"reason: {result.reason}")
+    for verdict in result.analyze_step_result["verdicts"]:
+        extra = f" [{verdict['category']}, {verdict['severity']}]" if "severity" in verdict else ""
+        click.echo(
+            f"  {verdict['verdict']:>3}{extra}  {verdict['statement']}  ({verdict['reason']})"
+        )
+    if not result.judge_meaningful:
+        click.echo(BASE_MODEL_WARNING.format(name=result.judge))
+
+
+def _parse_thresholds(values: tuple[str, ...], scorers: tuple[str, ...]) -> dict[str, float]:
+    thresholds = {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        if not sep or name not in scorers:
+            raise click.BadParameter(
+                f"use SCORER=THRESHOLD with one of {', '.join(scorers)}", param_hint="--fail-above"
+            )
+        try:
+            thresholds[name] = float(number)
+        except ValueError:
+            raise click.BadParameter(
+                f"{number!r} is not a number", param_hint="--fail-above"
+            ) from None
+    return thresholds
+
+
+@cli.command("eval")
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option(
+    "--scorer",
+    "scorer_names",
+    multiple=True,
+    required=True,
+    help="hallucination or toxicity (repeatable).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Results JSONL (appended; resumable).",
+)
+@click.option(
+    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
+)
+@click.option(
+    "--slots",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Sequences per decode.",
+)
+@click.option(
+    "--limit", default=None, type=click.IntRange(1), help="Only the first N items of DATA."
+)
+@click.option(
+    "--reason",
+    "reason_mode",
+    type=click.Choice(["judge", "template"]),
+    default="template",
+    show_default=True,
+)
+@click.option(
+    "--fail-above",
+    "fail_above",
+    multiple=True,
+    help="SCORER=THRESHOLD: exit 1 when the mean is above.",
+)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def eval_command(
+    data, scorer_names, out, model, slots, limit, reason_mode, fail_above, quiet
+) -> None:
+    """Score every item of DATA (JSONL, or CSV) with each --scorer, appending to --out.
+
+    Each item is one JSON object with "input" and/or "output", and optionally "context"
+    (a list of strings), "ground_truth", "request_context" and "id". Rerunning the same
+    command skips the items --out already holds (by id, else by line number).
+    """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    from localjudge.evals.batch import BUCKET_LABELS, evaluate_file
+    from localjudge.evals.dataset import DatasetError
+    from localjudge.scorers import SCORERS, make_scorer
+
+    unknown = [name for name in scorer_names if name not in SCORERS]
+    if unknown:
+        raise click.ClickException(f"unknown scorer {unknown[0]!r}; known: {', '.join(SCORERS)}")
+    names = tuple(dict.fromkeys(scorer_names))
+    thresholds = _parse_thresholds(fail_above, names)
+    console = Console(stderr=True)
+    with _load_judge(model, slots=slots) as judge:
+        scorers = {name: make_scorer(name, judge, reason=reason_mode) for name in names}
+        progress = Progress(
+            TextColumn("scoring"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn(),
+            console=console,
+            disable=quiet,
+        )
+        state = {"task": None, "done": 0}
+        import time as _time
+
+        started = _time.perf_counter()
+
+        def on_start(total: int) -> None:
+            state["task"] = progress.add_task("eval", total=total, rate="")
+
+        def on_item(record: dict) -> None:
+            state["done"] += 1
+            rate = state["done"] / max(_time.perf_counter() - started, 1e-9)
+            progress.update(state["task"], advance=1, rate=f"{rate:.2f} items/s")
+
+        try:
+            with progress:
+                report = evaluate_file(
+                    data,
+                    out,
+                    scorers,
+                    limit=limit,
+                    concurrency=max(4, 2 * slots),
+                    on_start=on_start,
+                    on_item=on_item,
+                )
+        except DatasetError as error:
+            raise click.ClickException(str(error)) from None
+        judge_name, meaningful = judge.name, judge.meaningful
+    for row in report.bad_rows:
+        click.echo(f"skipped {row.error}", err=True)
+    click.echo(
+        f"{report.processed} item(s) scored, {report.skipped} already in {out}, "
+        f"{len(report.bad_rows)} unusable line(s); {report.total} item(s) in {out}"
+    )
+    from rich.table import Table
+
+    table = Table(
+        "scorer", "items", "mean", *BUCKET_LABELS, "failures", title=f"judge {judge_name}"
+    )
+    for summary in report.scorers.values():
+        mean = "-" if summary.mean is None else f"{summary.mean:.3f}"
+        table.add_row(
+            summary.name,
+            str(summary.count),
+            mean,
+            *map(str, summary.buckets),
+            str(summary.failures),
+        )
+    Console().print(table)
+    if not meaningful:
+        click.echo(BASE_MODEL_WARNING.format(name=judge_name))
+    failed = [
+        f"{name} mean {report.scorers[name].mean:.3f} is above {limit_value:g}"
+        for name, limit_value in thresholds.items()
+        if report.scorers[name].mean is not None and report.scorers[name].mean > limit_value
+    ]
+    if failed:
+        raise click.ClickException("; ".join(failed))
+    if report.bad_rows:
+        raise click.ClickException(
+            f"{len(report.bad_rows)} dataset line(s) could not be used (see above)"
+        )
+
+
+# -- doctor --------------------------------------------------------------------------------
+
+
+@cli.command()
+def doctor() -> None:
+    """Check the installation: llama.cpp build, threads, default model, cache, offline."""
+    from localjudge.doctor import run_checks
+
+    failures = 0
+    for check in run_checks():
+        mark = "ok  " if check.ok else "FAIL"
+        click.echo(f"[{mark}] {check.name}: {check.detail}")
+        failures += not check.ok
+    if failures:
+        raise click.ClickException(f"{failures} check(s) failed")
+
+
 # -- demo ----------------------------------------------------------------------------------
 
 

@@ -16,7 +16,20 @@ from localjudge.scorers.toxicity import (
     toxicity_score,
 )
 
+SCORERS = {"hallucination": create_hallucination_scorer, "toxicity": create_toxicity_scorer}
+
+
+def make_scorer(name: str, model=None, **options):
+    """A scorer by its short name ("hallucination", "toxicity")."""
+    try:
+        factory = SCORERS[name]
+    except KeyError:
+        raise ValueError(f"unknown scorer {name!r}; known: {', '.join(SCORERS)}") from None
+    return factory(model, **options)
+
+
 __all__ = [
+    "SCORERS",
     "SEVERITY_WEIGHTS",
     "HallucinationScorer",
     "Scorer",
@@ -29,6 +42,7 @@ __all__ = [
     "create_toxicity_scorer",
     "extract_tool_results",
     "hallucination_score",
+    "make_scorer",
     "round_half_up",
     "shared_judge",
     "split_opinions",

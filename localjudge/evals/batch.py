@@ -1,0 +1,126 @@
+"""Evaluating a dataset file into a resumable results file (what `localjudge eval` does)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localjudge.evals.dataset import DatasetRow, ResultsFile, read_dataset
+from localjudge.evals.run import ItemResult, run_evals_async
+from localjudge.scorers.base import Scorer
+
+BUCKETS = ((0.0, 0.0), (0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
+BUCKET_LABELS = ("0", "(0, .25]", "(.25, .5]", "(.5, .75]", "(.75, 1]")
+
+
+@dataclass
+class ScorerSummary:
+    """One scorer over the whole results file."""
+
+    name: str
+    count: int = 0  # items it scored
+    mean: float | None = None
+    buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))  # by score / scale
+    failures: int = 0
+
+
+@dataclass
+class FileEvalReport:
+    """What one `eval` run did, and the state of the whole results file afterwards."""
+
+    processed: int  # items scored in this run
+    skipped: int  # items the results file already held
+    bad_rows: list[DatasetRow]  # dataset lines that could not be used (reported, not written)
+    total: int  # items in the results file
+    scorers: dict[str, ScorerSummary]
+
+
+def _bucket(fraction: float) -> int:
+    if fraction <= 0:
+        return 0
+    for index, (low, high) in enumerate(BUCKETS[1:], start=1):
+        if low < fraction <= high:
+            return index
+    return len(BUCKETS) - 1
+
+
+def summarize_file(results: ResultsFile, scorer_names: Sequence[str]) -> dict[str, ScorerSummary]:
+    summaries = {name: ScorerSummary(name) for name in scorer_names}
+    for record in results.done.values():
+        for name, summary in summaries.items():
+            if name in record.get("errors", {}):
+                summary.failures += 1
+            result = record.get("results", {}).get(name)
+            if result is None:
+                continue
+            summary.count += 1
+            score, scale = result["score"], result.get("scale") or 1
+            summary.mean = (summary.mean or 0.0) + score
+            summary.buckets[_bucket(score / scale)] += 1
+    for summary in summaries.values():
+        if summary.count:
+            summary.mean = summary.mean / summary.count
+    return summaries
+
+
+def _record(row: DatasetRow, result: ItemResult, names: dict[str, str]) -> dict[str, Any]:
+    item = result.item
+    return {
+        "key": row.key,
+        "line": row.line,
+        "id": item.id,
+        "input": item.input,
+        "output": result.target_result,
+        "scores": {names[k]: r.score for k, r in result.scorer_results.items()},
+        "results": {names[k]: r.to_dict() for k, r in result.scorer_results.items()},
+        "errors": {names.get(k, k): message for k, message in result.errors.items()},
+    }
+
+
+def evaluate_file(
+    data: str | Path,
+    out: str | Path,
+    scorers: dict[str, Scorer],
+    *,
+    limit: int | None = None,
+    concurrency: int = 16,
+    on_start: Callable[[int], Any] | None = None,
+    on_item: Callable[[dict], Any] | None = None,
+) -> FileEvalReport:
+    """Score the items of `data` that `out` does not hold yet, appending one line each."""
+    results = ResultsFile(out)
+    rows = list(read_dataset(data))
+    if limit is not None:
+        rows = rows[:limit]
+    bad_rows = [row for row in rows if row.error is not None]
+    todo = [row for row in rows if row.item is not None and row.key not in results.done]
+    skipped = sum(1 for row in rows if row.item is not None and row.key in results.done)
+    if on_start is not None:
+        on_start(len(todo))
+    names = {scorer.id: name for name, scorer in scorers.items()}
+
+    def write(result: ItemResult) -> None:
+        record = _record(todo[result.index], result, names)
+        results.append(record)
+        if on_item is not None:
+            on_item(record)
+
+    if todo:
+        asyncio.run(
+            run_evals_async(
+                [row.item for row in todo],
+                list(scorers.values()),
+                concurrency=concurrency,
+                on_item_result=write,
+            )
+        )
+    return FileEvalReport(
+        processed=len(todo),
+        skipped=skipped,
+        bad_rows=bad_rows,
+        total=len(results.done),
+        scorers=summarize_file(results, list(scorers)),
+    )

@@ -1,0 +1,197 @@
+"""Live scoring: score a pipeline's outputs in the background without ever blocking,
+slowing (beyond an enqueue) or failing the pipeline."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import queue
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from localjudge.scorers.base import Scorer, ScorerResult, ScorerRun
+
+_STOP = object()
+
+
+@dataclass
+class LiveStats:
+    """Counters of a live scorer."""
+
+    submitted: int = 0  # outputs offered
+    sampled_out: int = 0  # skipped by the sampling rate
+    dropped: int = 0  # skipped because the queue was full
+    scored: int = 0  # runs scored by every scorer
+    failed: int = 0  # runs where a scorer (or the results callback) failed
+    pending: int = 0  # still queued or in flight (after close: left unscored)
+
+
+class LiveScorer:
+    """Scores outputs in a background thread through the scorers' shared judge.
+
+    `submit()` (or a function wrapped with `watch`) only samples and enqueues; a full queue
+    drops the run and counts it. Results go to `on_result(run, results, errors)` and/or a
+    JSONL `sink` file, one flushed line per run. `close()` drains what is queued (or, with
+    `drain=False`, stops and reports what was left).
+    """
+
+    def __init__(
+        self,
+        scorers: Sequence[Scorer],
+        *,
+        sample_rate: float = 1.0,
+        max_queue: int = 1000,
+        concurrency: int = 8,
+        on_result: Callable[[ScorerRun, dict[str, ScorerResult], dict[str, str]], Any]
+        | None = None,
+        sink: str | Path | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if not scorers:
+            raise ValueError("LiveScorer needs at least one scorer")
+        if not 0.0 <= sample_rate <= 1.0:
+            raise ValueError(f"sample_rate must be between 0 and 1, not {sample_rate}")
+        self.scorers = list(scorers)
+        self.sample_rate = sample_rate
+        self.concurrency = max(1, concurrency)
+        self.on_result = on_result
+        self.sink = Path(sink) if sink is not None else None
+        self.stats = LiveStats()
+        self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._abandon = False
+        self._thread = threading.Thread(target=self._worker, name="localjudge-live", daemon=True)
+        self._thread.start()
+
+    # -- the pipeline side ----------------------------------------------------------------
+
+    def submit(
+        self, *, output: Any, input: Any = None, context: list[str] | None = None, **fields: Any
+    ) -> bool:
+        """Offer one output for scoring; returns whether it was queued. Never raises for
+        the judge's sake and never waits."""
+        with self._lock:
+            self.stats.submitted += 1
+            if self._closed:
+                self.stats.dropped += 1
+                return False
+            if self.sample_rate < 1.0 and self._random.random() >= self.sample_rate:
+                self.stats.sampled_out += 1
+                return False
+            try:
+                run = ScorerRun(output=output, input=input, context=context, **fields)
+                self._queue.put_nowait(run)
+            except (queue.Full, TypeError):
+                self.stats.dropped += 1
+                return False
+            self.stats.pending += 1
+            return True
+
+    def watch(
+        self, function: Callable | None = None, *, input_from: Callable[..., Any] | None = None
+    ):
+        """Decorator: the wrapped function's return value is submitted as the output, its
+        first argument (or `input_from(*args, **kwargs)`) as the input."""
+
+        def decorate(fn: Callable) -> Callable:
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                output = fn(*args, **kwargs)
+                try:
+                    user_input = (
+                        input_from(*args, **kwargs)
+                        if input_from
+                        else (args[0] if args else kwargs.get("input"))
+                    )
+                    self.submit(output=output, input=user_input)
+                except Exception:  # the pipeline must never fail because of scoring
+                    with self._lock:
+                        self.stats.dropped += 1
+                return output
+
+            return wrapper
+
+        return decorate(function) if function is not None else decorate
+
+    # -- the scoring side -----------------------------------------------------------------
+
+    def _worker(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        in_flight: set[asyncio.Task] = set()
+        while True:
+            run = await asyncio.to_thread(self._queue.get)
+            if run is _STOP:
+                break
+            if self._abandon:
+                continue
+            while len(in_flight) >= self.concurrency:
+                _, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            in_flight.add(asyncio.ensure_future(self._score(run)))
+        if in_flight:
+            await asyncio.wait(in_flight)
+
+    async def _score(self, run: ScorerRun) -> None:
+        outcomes = await asyncio.gather(
+            *(s.run_async(run) for s in self.scorers), return_exceptions=True
+        )
+        results: dict[str, ScorerResult] = {}
+        errors: dict[str, str] = {}
+        for scorer, outcome in zip(self.scorers, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                errors[scorer.id] = f"{type(outcome).__name__}: {outcome}"
+            else:
+                results[scorer.id] = outcome
+        try:
+            if self.sink is not None:
+                line = {
+                    "runId": run.run_id,
+                    "scores": {k: r.score for k, r in results.items()},
+                    "results": {k: r.to_dict() for k, r in results.items()},
+                    "errors": errors,
+                }
+                with self.sink.open("a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+                    handle.flush()
+            if self.on_result is not None:
+                self.on_result(run, results, errors)
+        except Exception as error:
+            errors["callback"] = f"{type(error).__name__}: {error}"
+        with self._lock:
+            self.stats.pending -= 1
+            if errors:
+                self.stats.failed += 1
+            else:
+                self.stats.scored += 1
+
+    def close(self, *, drain: bool = True, timeout: float | None = None) -> LiveStats:
+        """Stop accepting runs; score what is queued (`drain`) or abandon it. Returns the
+        final counters; `pending` says how many runs were left unscored."""
+        with self._lock:
+            if self._closed:
+                return self.stats
+            self._closed = True
+            self._abandon = not drain
+        if not drain:
+            while True:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        return self.stats
+
+    def __enter__(self) -> LiveScorer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
