@@ -193,7 +193,8 @@ def score(
     from localjudge.scorers import make_scorer
 
     if output_text == "-":
-        output_text = click.get_text_stream("stdin").read()
+        with click.open_file("-", encoding="utf-8") as stdin:
+            output_text = stdin.read()
     context = list(contexts)
     for name in context_files:
         path = Path(name)

@@ -145,6 +145,10 @@ class JudgeBase:
     def submit(self, request: GenerationRequest) -> Future:
         return self.runtime.submit(request)
 
+    def submit_many(self, requests: Sequence[GenerationRequest]) -> list[Future]:
+        """Queue requests together: they are admitted in the same scheduler step."""
+        return self.runtime.submit_many(requests)
+
     def cancel(self, request_id: str) -> None:
         self.runtime.cancel(request_id)
 

@@ -8,6 +8,7 @@ script sees the wrong text and the test sees the wrong output.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -88,8 +89,10 @@ class FakeEngine:
         *,
         marker: str | tuple[str, ...] = "\n>",
         tokenizer: FakeTokenizer | None = None,
+        step_seconds: float = 0.0,
     ) -> None:
         self.tokenizer = tokenizer or FakeTokenizer()
+        self.step_seconds = step_seconds  # emulated device time per step
         self.script = script
         self.markers = (marker,) if isinstance(marker, str) else tuple(marker)
         self.kv: dict[int, list[int]] = {}
@@ -103,6 +106,8 @@ class FakeEngine:
         self.kv.clear()
 
     def execute(self, plan: StepPlan) -> StepOutput:
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
         self.plans.append(plan)
         for seq_id in plan.removals:
             self.kv.pop(seq_id, None)
@@ -161,11 +166,17 @@ class FakeJudge(JudgeBase):
     name = "fake-judge"
 
     def __init__(
-        self, script: Script, *, slots: int = 4, n_ctx: int = 20000, meaningful: bool = True
+        self,
+        script: Script,
+        *,
+        slots: int = 4,
+        n_ctx: int = 20000,
+        meaningful: bool = True,
+        step_seconds: float = 0.0,
     ) -> None:
         super().__init__()
         self.meaningful = meaningful
-        self.engine = FakeEngine(script, marker=ANSWER_CUES)
+        self.engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds)
         self.vocabulary = self.engine.tokenizer.vocabulary()
         self.scheduler = Scheduler(
             vocabulary=self.vocabulary,

@@ -103,20 +103,29 @@ class BatchRuntime:
 
     def submit(self, request: GenerationRequest) -> Future:
         """Queue a request; the future resolves to a `GenerationResult` or raises its error."""
-        future: Future = Future()
-        if self._stopping:
-            future.set_exception(GenerationError("the judge is closed"))
-            return future
-        try:
-            item = self.tokenize_request(request)
-        except LocalJudgeError as error:
-            future.set_exception(error)
-            return future
-        self._futures[request.request_id] = future
-        self._inbox.put(("add", item))
-        self._ensure_worker()
-        self._wakeup.set()
-        return future
+        return self.submit_many([request])[0]
+
+    def submit_many(self, requests: Sequence[GenerationRequest]) -> list[Future]:
+        """Queue requests together, so the scheduler admits them in the same step."""
+        futures: list[Future] = []
+        items: list[TokenizedRequest] = []
+        for request in requests:
+            future: Future = Future()
+            futures.append(future)
+            if self._stopping:
+                future.set_exception(GenerationError("the judge is closed"))
+                continue
+            try:
+                items.append(self.tokenize_request(request))
+            except LocalJudgeError as error:
+                future.set_exception(error)
+                continue
+            self._futures[request.request_id] = future
+        if items:
+            self._inbox.put(("add", items))
+            self._ensure_worker()
+            self._wakeup.set()
+        return futures
 
     def cancel(self, request_id: str) -> None:
         """Cancel a request wherever it is; its future raises `RequestCancelled`."""
@@ -125,7 +134,7 @@ class BatchRuntime:
 
     def run(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult | Exception]:
         """Submit all, wait for all; each entry is a result or the error of that request."""
-        futures = [self.submit(r) for r in requests]
+        futures = self.submit_many(requests)
         outcomes: list[GenerationResult | Exception] = []
         for future in futures:
             try:
@@ -151,7 +160,8 @@ class BatchRuntime:
             except queue.Empty:
                 return
             if kind == "add":
-                self.scheduler.add(payload)
+                for item in payload:
+                    self.scheduler.add(item)
             elif kind == "cancel" and not self.scheduler.cancel(payload):
                 future = self._futures.pop(payload, None)
                 if future is not None and not future.done():

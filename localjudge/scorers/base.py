@@ -234,7 +234,7 @@ async def generate_all(
 ) -> list[GenerationResult]:
     """Run requests together through the judge's scheduler; the first failure is raised
     (the item fails as a whole; other items in the batch are not affected)."""
-    futures = [asyncio.wrap_future(judge.submit(request)) for request in requests]
+    futures = [asyncio.wrap_future(future) for future in judge.submit_many(requests)]
     outcomes = await asyncio.gather(*futures, return_exceptions=True)
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
