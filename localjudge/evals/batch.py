@@ -13,7 +13,7 @@ from localjudge.evals.run import ItemResult, run_evals_async
 from localjudge.scorers.base import Scorer
 
 BUCKETS = ((0.0, 0.0), (0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
-BUCKET_LABELS = ("0", "(0, .25]", "(.25, .5]", "(.5, .75]", "(.75, 1]")
+BUCKET_LABELS = ("=0", "<=.25", "<=.5", "<=.75", "<=1")
 
 
 @dataclass
