@@ -164,6 +164,7 @@ class WayResult:
     peak_rss_mib: float
     valid: int  # replies that parse and match the schema
     gen_phase_tok_s: float | None = None  # output tokens/s in steps without prompt tokens
+    tokens_forced: int | None = None  # output tokens appended by jump-forward (no logits)
 
     @property
     def claims_per_s(self) -> float:
@@ -282,6 +283,7 @@ def run_scheduler_way(
         stats_before = (
             judge.runtime.stats.num_prompt_tokens,
             judge.runtime.stats.num_generated_tokens,
+            judge.runtime.stats.num_forced_tokens,
         )
         start = time.perf_counter()
         outcomes = judge.generate_many(requests)
@@ -300,6 +302,7 @@ def run_scheduler_way(
             peak_rss_mib=0.0,
             valid=valid,
             gen_phase_tok_s=stats.generation_tokens_per_s,
+            tokens_forced=stats.num_forced_tokens - stats_before[2],
         )
     result.peak_rss_mib = rss.peak_mib
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -310,6 +311,8 @@ def eval_command(
         raise click.ClickException(f"unknown scorer {unknown[0]!r}; known: {', '.join(SCORERS)}")
     names = tuple(dict.fromkeys(scorer_names))
     thresholds = _parse_thresholds(fail_above, names)
+    if not os.path.isfile(data):
+        raise click.ClickException(f"dataset not found: {data}")
     console = Console(stderr=True)
     with _load_judge(model, slots=slots) as judge:
         scorers = {name: make_scorer(name, judge, reason=reason_mode) for name in names}

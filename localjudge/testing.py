@@ -8,6 +8,7 @@ script sees the wrong text and the test sees the wrong output.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -49,6 +50,9 @@ class FakeTokenizer:
         self.pieces: list[str] = ["<bos>", "<eos>"] + _CHARS + _MULTI
         self.ids = {p: i for i, p in enumerate(self.pieces)}
         self.max_len = max(len(p) for p in self.pieces)
+        # longest match first, in C: alternatives sorted by length, any other character last
+        texts = sorted((p for p in self.pieces[EOS_ID + 1 :]), key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(p) for p in texts) + "|.", re.DOTALL)
 
     @property
     def n_vocab(self) -> int:
@@ -56,17 +60,8 @@ class FakeTokenizer:
 
     def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
         tokens = [BOS_ID] if add_bos else []
-        i = 0
-        while i < len(text):
-            for size in range(min(self.max_len, len(text) - i), 0, -1):
-                token = self.ids.get(text[i : i + size])
-                if token is not None and token > EOS_ID:
-                    tokens.append(token)
-                    i += size
-                    break
-            else:
-                tokens.append(self.ids["?"])
-                i += 1
+        unknown = self.ids["?"]
+        tokens.extend(self.ids.get(piece, unknown) for piece in self._pattern.findall(text))
         return tokens
 
     def detokenize(self, tokens: list[int]) -> str:

@@ -163,3 +163,12 @@ def test_long_output_is_split_and_batched(judge):
     verdicts = result.analyze_step_result["verdicts"]
     assert len(verdicts) == 301 and verdicts[-1]["verdict"] == "yes"
     assert result.score == round(2 / (301 * 3) + 1e-9, 2)
+
+
+def test_fifty_thousand_characters_are_never_silently_truncated(judge):
+    output = "This sentence is perfectly civil. " * 1471  # ~50,000 characters, 1,471 statements
+    assert len(output) >= 50_000
+    with pytest.raises(ScorerInputError, match="1471 statements, more than max_opinions=1000"):
+        create_toxicity_scorer(judge).run({"output": output})
+    result = create_toxicity_scorer(judge, reason="template", max_opinions=2000).run({"output": output})
+    assert len(result.analyze_step_result["verdicts"]) == 1471 and result.score == 0

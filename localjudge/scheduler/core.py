@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -189,6 +189,7 @@ class Scheduler:
         self._free_prefix_ids = list(range(max_num_seqs, max_num_seqs + max_num_prefixes))
         self._removals: list[int] = []
         self._finished: list[Finished] = []
+        self._awaited: Counter[tuple[int, ...]] = Counter()  # prefix keys of queued requests
         self.num_reserved_cells = 0
         self.num_steps = 0
         self.num_prompt_tokens = 0  # prompt + prefix tokens decoded, all requests
@@ -238,12 +239,14 @@ class Scheduler:
             )
         else:
             self.waiting.append(seq)
+            self._awaited.update(item.level_keys)
 
     def cancel(self, request_id: str) -> bool:
         """Cancel a queued or running request; its slot and cells are freed at once."""
         for seq in list(self.waiting):
             if seq.request_id == request_id:
                 self.waiting.remove(seq)
+                self._unawait(seq.item.level_keys)
                 self._drop_idle_groups()
                 self._fail(seq, RequestCancelled(f"request {request_id} was cancelled"))
                 return True
@@ -287,6 +290,7 @@ class Scheduler:
                 if not self._evict_idle_group(keep):
                     return  # wait for running sequences to free cells
             self.waiting.popleft()
+            self._unawait(keys)
             parent = None
             for key in keys:
                 group = self.groups.get(key)
@@ -305,6 +309,12 @@ class Scheduler:
             seq.admitted_at = now
             self.num_reserved_cells += needed
             self.running.append(seq)
+
+    def _unawait(self, keys) -> None:
+        for key in keys:
+            self._awaited[key] -= 1
+            if self._awaited[key] <= 0:
+                del self._awaited[key]
 
     def _evict_idle_group(self, keep: set[tuple[int, ...]]) -> bool:
         """Drop one prefix group nothing admitted uses (not in `keep`); False if none."""
@@ -341,12 +351,11 @@ class Scheduler:
 
     def _drop_idle_groups(self) -> None:
         """Drop prefix groups that nothing admitted uses and no queued request awaits."""
-        awaited = {key for seq in self.waiting for key in seq.item.level_keys}
         dropped = True
         while dropped:  # dropping a child can leave its parent idle
             dropped = False
             for key, group in list(self.groups.items()):
-                if group.num_refs == 0 and key not in awaited:
+                if group.num_refs == 0 and self._awaited[key] <= 0:
                     self._drop_group(group)
                     dropped = True
 
@@ -606,6 +615,7 @@ class Scheduler:
             self._fail(seq, error)
         while self.waiting:
             self._fail(self.waiting.popleft(), error)
+        self._awaited.clear()
         self._drop_idle_groups()
 
 

@@ -75,6 +75,7 @@ class BatchRuntime:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self.stats = RuntimeStats()
+        self._prefix_tokens: dict[str, list[int]] = {}  # prefix text -> tokens (bounded)
 
     # -- producers ------------------------------------------------------------------------
 
@@ -90,7 +91,7 @@ class BatchRuntime:
             text += segment
             if not segment:
                 continue
-            cut = split_shared_prefix(self._tokenize(text), full)
+            cut = split_shared_prefix(self._tokenize_prefix(text), full)
             if cut > (cuts[-1] if cuts else 0):
                 cuts.append(cut)
         shared = cuts[-1] if cuts else 0
@@ -100,6 +101,15 @@ class BatchRuntime:
             prompt_tokens=full[shared:],
             prefix_cuts=tuple(cuts),
         )
+
+    def _tokenize_prefix(self, text: str) -> list[int]:
+        """Prefix texts repeat for every request that shares them: tokenize each once."""
+        tokens = self._prefix_tokens.get(text)
+        if tokens is None:
+            if len(self._prefix_tokens) >= 256:
+                self._prefix_tokens.clear()
+            tokens = self._prefix_tokens[text] = self._tokenize(text)
+        return tokens
 
     def submit(self, request: GenerationRequest) -> Future:
         """Queue a request; the future resolves to a `GenerationResult` or raises its error."""
