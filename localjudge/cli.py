@@ -13,6 +13,11 @@ from localjudge.errors import LocalJudgeError
 BASE_MODEL_WARNING = "note: {name} is a base model; its verdicts are not meaningful (use an instruct GGUF for real judging)"
 
 
+MODEL_OPTION = click.option(
+    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
+)
+
+
 class _Group(click.Group):
     """Turns library errors into one line and exit code 1, never a traceback."""
 
@@ -174,9 +179,7 @@ def _load_judge(model: str | None, slots: int = 8):
     help="A file whose text is one context entry (repeatable; hallucination).",
 )
 @click.option("--scale", default=1.0, show_default=True, type=float, help="Score maximum.")
-@click.option(
-    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
-)
+@MODEL_OPTION
 @click.option(
     "--reason",
     "reason_mode",
@@ -257,9 +260,7 @@ def _parse_thresholds(values: tuple[str, ...], scorers: tuple[str, ...]) -> dict
     type=click.Path(dir_okay=False),
     help="Results JSONL (appended; resumable).",
 )
-@click.option(
-    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
-)
+@MODEL_OPTION
 @click.option(
     "--slots",
     default=8,
@@ -409,9 +410,7 @@ def doctor() -> None:
 
 
 @cli.command()
-@click.option(
-    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
-)
+@MODEL_OPTION
 def demo(model: str | None) -> None:
     """Load the judge and print a grammar-constrained verdict for a sample claim."""
     from localjudge.demo import run_demo
@@ -423,9 +422,7 @@ def demo(model: str | None) -> None:
 
 
 @cli.command()
-@click.option(
-    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
-)
+@MODEL_OPTION
 @click.option(
     "--slots",
     default=8,
@@ -544,9 +541,7 @@ def bench(model, slots, threads, claims, workloads, ways, max_tokens, as_json) -
 
 
 @cli.command()
-@click.option(
-    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
-)
+@MODEL_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def quality(model: str | None, as_json: bool) -> None:
     """Agreement of the judge with the labelled dev sets, beside trivial baselines."""
