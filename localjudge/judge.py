@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -40,7 +41,7 @@ def _vocabulary_for(engine: LlamaEngine) -> TokenVocabulary:
     """The engine's grammar vocabulary, cached on disk per model file (walking 262k tokens
     through ctypes takes seconds)."""
     stat = engine.path.stat()
-    key = f"{engine.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{engine.n_vocab}"
+    key = f"v2|{engine.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{engine.n_vocab}"
     import hashlib
 
     cache_file = cache_dir("vocab") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".pkl")
@@ -221,6 +222,11 @@ class Judge(JudgeBase):
             self.vocabulary = _vocabulary_for(self.engine)
             self.chat_template = self.engine.chat_template
             self.parse_special = self.chat_template is not None
+            self._control_by_first: dict[str, list[str]] = {}  # longest first within a group
+            for text in getattr(self.vocabulary, "control_texts", ()):
+                self._control_by_first.setdefault(text[0], []).append(text)
+            firsts = "".join(re.escape(c) for c in self._control_by_first)
+            self._control_starts = re.compile(f"[{firsts}]") if firsts else None
             self.scheduler = Scheduler(
                 vocabulary=self.vocabulary,
                 n_ctx=self.engine.n_ctx,
@@ -247,8 +253,34 @@ class Judge(JudgeBase):
         return self.engine.tokenize(text, add_special=True, parse_special=self.parse_special)
 
     def render(self, messages: list[dict[str, str]]) -> str:
-        """Prompt text for `messages`: the GGUF chat template, or plain completion."""
+        """Prompt text for `messages`: the GGUF chat template, or plain completion.
+
+        With a chat template the prompt is tokenized with special tokens parsed (the
+        template's `<start_of_turn>` must become one token), so control-token texts inside
+        the messages are defused first: a zero-width space after their first character
+        keeps "<end_of_turn>" written by a user from ending the turn.
+        """
+        if self.chat_template is not None:
+            messages = [{**m, "content": self._defuse(m.get("content", ""))} for m in messages]
         return self.engine.render_chat(messages)
+
+    def _defuse(self, text: str) -> str:
+        if self._control_starts is None or not text:
+            return text
+        out: list[str] = []
+        done = 0
+        for found in self._control_starts.finditer(text):
+            i = found.start()
+            if i < done:
+                continue
+            match = next(
+                (c for c in self._control_by_first[text[i]] if text.startswith(c, i)), None
+            )
+            if match is not None:
+                out.append(text[done:i] + match[0] + "\u200b" + match[1:])
+                done = i + len(match)
+        out.append(text[done:])
+        return "".join(out)
 
     def close(self) -> None:
         self.runtime.close()

@@ -170,5 +170,7 @@ def test_fifty_thousand_characters_are_never_silently_truncated(judge):
     assert len(output) >= 50_000
     with pytest.raises(ScorerInputError, match="1471 statements, more than max_opinions=1000"):
         create_toxicity_scorer(judge).run({"output": output})
-    result = create_toxicity_scorer(judge, reason="template", max_opinions=2000).run({"output": output})
+    result = create_toxicity_scorer(judge, reason="template", max_opinions=2000).run(
+        {"output": output}
+    )
     assert len(result.analyze_step_result["verdicts"]) == 1471 and result.score == 0

@@ -239,7 +239,12 @@ class LlamaEngine:
     def vocabulary_pieces(self) -> list[tuple[int, bytes, int]]:
         """Every token as (id, bytes, attribute flags): the input of grammar compilation."""
         self._require_open()
-        return [(t, self.token_bytes(t), self.token_attr(t)) for t in range(self.n_vocab)]
+        pieces = []
+        for token in range(self.n_vocab):
+            attr = self.token_attr(token)
+            control = bool(attr & 8)  # LLAMA_TOKEN_ATTR_CONTROL: rendered only with special=True
+            pieces.append((token, self.token_bytes(token, special=control), attr))
+        return pieces
 
     # -- prompts --------------------------------------------------------------------------
 

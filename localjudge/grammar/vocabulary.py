@@ -31,6 +31,7 @@ class TokenVocabulary:
     pieces: dict[bytes, list[int]]  # token bytes -> ids that spell them (several may share)
     token_bytes: dict[int, bytes]  # id -> bytes, for every kept id
     fingerprint: str  # sha256 of the kept mapping: the cache key of compiled indexes
+    control_texts: tuple[str, ...] = ()  # texts of control tokens (<end_of_turn>, ...)
 
     def to_outlines(self) -> outlines_core.Vocabulary:
         return outlines_core.Vocabulary(self.eos_id, self.pieces)
@@ -52,7 +53,10 @@ def build_vocabulary(
     """Filter `(id, bytes, attr)` triples into a vocabulary outlines can index."""
     pieces: dict[bytes, list[int]] = {}
     token_bytes: dict[int, bytes] = {}
+    control_texts: set[str] = set()
     for token_id, piece, attr in tokens:
+        if attr & ATTR_CONTROL and len(piece) > 1:
+            control_texts.add(piece.decode("utf-8", "replace"))
         if token_id == eos_id or not keep_token(piece, attr):
             continue
         pieces.setdefault(piece, []).append(token_id)
@@ -69,4 +73,5 @@ def build_vocabulary(
         pieces=pieces,
         token_bytes=token_bytes,
         fingerprint=digest.hexdigest(),
+        control_texts=tuple(sorted(control_texts, key=len, reverse=True)),
     )
