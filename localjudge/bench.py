@@ -360,7 +360,7 @@ def run_outlines_way(
 def run_bench(
     model: str | None = None,
     *,
-    slots: int = 8,
+    slots: int = 16,
     threads: int | None = None,
     claims: int = 32,
     workloads: tuple[str, ...] = ("single", "multi"),

@@ -156,7 +156,7 @@ def models_assemble(model: str | None) -> None:
 # -- score and eval ------------------------------------------------------------------------
 
 
-def _load_judge(model: str | None, slots: int = 8):
+def _load_judge(model: str | None, slots: int | None = None):
     from localjudge.judge import Judge
 
     return Judge(model, slots=slots)
@@ -210,7 +210,7 @@ def score(
     options = {"scale": scale, "reason": reason_mode}
     if scorer == "hallucination":
         options["context"] = context
-    with _load_judge(model, slots=8) as judge:
+    with _load_judge(model) as judge:
         result = make_scorer(scorer, judge, **options).run(
             {"output": output_text, "input": input_text}
         )
@@ -263,10 +263,9 @@ def _parse_thresholds(values: tuple[str, ...], scorers: tuple[str, ...]) -> dict
 @MODEL_OPTION
 @click.option(
     "--slots",
-    default=8,
-    show_default=True,
+    default=None,
     type=click.IntRange(1, 256),
-    help="Sequences per decode.",
+    help="Sequences per decode (default: the model's recommendation, else 16).",
 )
 @click.option(
     "--limit", default=None, type=click.IntRange(1), help="Only the first N items of DATA."
@@ -346,7 +345,7 @@ def eval_command(
                     out,
                     scorers,
                     limit=limit,
-                    concurrency=max(4, 2 * slots),
+                    concurrency=max(4, 2 * judge.slots),
                     on_start=on_start,
                     on_item=on_item,
                 )
@@ -425,7 +424,7 @@ def demo(model: str | None) -> None:
 @MODEL_OPTION
 @click.option(
     "--slots",
-    default=8,
+    default=16,
     show_default=True,
     type=click.IntRange(1, 256),
     help="Sequences per decode in way (c).",
