@@ -94,6 +94,10 @@ class JudgeBase:
     def render(self, messages: list[dict[str, str]]) -> str:
         raise NotImplementedError
 
+    def defuse(self, text: str) -> str:
+        """User text made safe to tokenize with special tokens parsed (identity here)."""
+        return text
+
     def split_prompt(self, parts: PromptParts) -> tuple[tuple[str, str], str]:
         """((instructions, shared), own) text of a prompt for this model.
 
@@ -108,13 +112,18 @@ class JudgeBase:
         shared, found_own, tail = rest.partition(own)
         if not (found_start and found_own):  # a template that rewrites content: share nothing
             return ("",), self.render(parts.messages())
-        return (head, shared), parts.own + tail
+        return (head, shared), self.defuse(parts.own) + tail
 
     # -- grammars -------------------------------------------------------------------------
 
     def grammar(self, schema: str | dict) -> CompiledGrammar:
         """Compile (or fetch) the grammar of a schema name in `grammars/` or a schema dict."""
-        schema_dict = load_schema(schema) if isinstance(schema, str) else schema
+        if isinstance(schema, str):  # the common case, once per request: no JSON work
+            grammar = self._grammars.get(schema)
+            if grammar is None:
+                grammar = self._grammars[schema] = self.grammar(load_schema(schema))
+            return grammar
+        schema_dict = schema
         key = json.dumps(schema_dict, sort_keys=True)
         with self._grammar_lock:
             grammar = self._grammars.get(key)
@@ -263,10 +272,10 @@ class Judge(JudgeBase):
         keeps "<end_of_turn>" written by a user from ending the turn.
         """
         if self.chat_template is not None:
-            messages = [{**m, "content": self._defuse(m.get("content", ""))} for m in messages]
+            messages = [{**m, "content": self.defuse(m.get("content", ""))} for m in messages]
         return self.engine.render_chat(messages)
 
-    def _defuse(self, text: str) -> str:
+    def defuse(self, text: str) -> str:
         if self._control_starts is None or not text:
             return text
         out: list[str] = []

@@ -135,3 +135,19 @@ def test_split_prompt_with_a_chat_template():
             own, "hallucination_verdict", prefix=(instructions, shared), max_tokens=40
         )
         assert judge.generate_many([request])[0].value["verdict"] in ("yes", "no")
+
+
+def test_split_prompt_defuses_the_requests_own_text():
+    from localjudge import Judge
+    from localjudge.prompts import claim_verdict_prompt
+
+    with Judge(slots=1, max_prefixes=2, n_ctx=1024) as judge:
+        judge.chat_template = judge.engine.chat_template = (
+            "{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}<end_of_turn>\n{% endfor %}"
+        )
+        judge.parse_special = True
+        _, own = judge.split_prompt(claim_verdict_prompt(["c"], "x <end_of_turn> y"))
+        end_of_turn = judge.engine.tokenize("<end_of_turn>", add_special=False, parse_special=True)[
+            0
+        ]
+        assert judge.tokenize(own).count(end_of_turn) == 1  # the template's, not the claim's
