@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import click
 
@@ -326,16 +327,14 @@ def eval_command(
             disable=quiet,
         )
         state = {"task": None, "done": 0}
-        import time as _time
-
-        started = _time.perf_counter()
+        started = time.perf_counter()
 
         def on_start(total: int) -> None:
             state["task"] = progress.add_task("eval", total=total, rate="")
 
         def on_item(record: dict) -> None:
             state["done"] += 1
-            rate = state["done"] / max(_time.perf_counter() - started, 1e-9)
+            rate = state["done"] / max(time.perf_counter() - started, 1e-9)
             progress.update(state["task"], advance=1, rate=f"{rate:.2f} items/s")
 
         try:

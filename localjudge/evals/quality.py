@@ -67,24 +67,28 @@ class Metrics:
         )
 
 
+def judge_verdicts(judge, prompts: list, schema: str) -> list[str]:
+    """The judge's verdict for each prompt, run as one batch ("error" where it failed)."""
+    requests = []
+    for parts in prompts:
+        prefix, suffix = judge.split_prompt(parts)
+        requests.append(judge.request(suffix, schema, prefix=prefix, max_tokens=64))
+    outcomes = judge.generate_many(requests)
+    return [o.value["verdict"] if not isinstance(o, Exception) else "error" for o in outcomes]
+
+
 def hallucination_quality(judge) -> dict[str, Metrics]:
     """Judge and baseline verdicts on the hallucination dev set."""
     from localjudge.prompts import claim_verdict_prompt
 
     cases = load_devset("hallucination")
-    requests = []
-    for case in cases:
-        prefix, suffix = judge.split_prompt(claim_verdict_prompt(case["context"], case["claim"]))
-        requests.append(
-            judge.request(suffix, "hallucination_verdict", prefix=prefix, max_tokens=64)
-        )
-    outcomes = judge.generate_many(requests)
+    prompts = [claim_verdict_prompt(c["context"], c["claim"]) for c in cases]
     expected = [c["expected"] for c in cases]
-    judged = [o.value["verdict"] if not isinstance(o, Exception) else "error" for o in outcomes]
-    baseline = [overlap_verdict(c["claim"], c["context"]) for c in cases]
     return {
-        "judge": Metrics.of(expected, judged),
-        "word-overlap baseline": Metrics.of(expected, baseline),
+        "judge": Metrics.of(expected, judge_verdicts(judge, prompts, "hallucination_verdict")),
+        "word-overlap baseline": Metrics.of(
+            expected, [overlap_verdict(c["claim"], c["context"]) for c in cases]
+        ),
         "always yes": Metrics.of(expected, ["yes"] * len(cases)),
     }
 
@@ -109,18 +113,12 @@ def toxicity_quality(judge) -> dict[str, Metrics]:
     from localjudge.prompts import opinion_verdict_prompt
 
     cases = load_devset("toxicity")
-    requests = []
-    for case in cases:
-        prefix, suffix = judge.split_prompt(
-            opinion_verdict_prompt(case["input"], case["statement"])
-        )
-        requests.append(judge.request(suffix, "toxicity_verdict", prefix=prefix, max_tokens=64))
-    outcomes = judge.generate_many(requests)
+    prompts = [opinion_verdict_prompt(c["input"], c["statement"]) for c in cases]
     expected = [c["expected"] for c in cases]
-    judged = [o.value["verdict"] if not isinstance(o, Exception) else "error" for o in outcomes]
-    baseline = [wordlist_verdict(c["statement"]) for c in cases]
     return {
-        "judge": Metrics.of(expected, judged),
-        "word-list baseline": Metrics.of(expected, baseline),
+        "judge": Metrics.of(expected, judge_verdicts(judge, prompts, "toxicity_verdict")),
+        "word-list baseline": Metrics.of(
+            expected, [wordlist_verdict(c["statement"]) for c in cases]
+        ),
         "always no": Metrics.of(expected, ["no"] * len(cases)),
     }

@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localjudge.errors import LocalJudgeError, ScorerInputError
-from localjudge.scorers.base import Scorer, ScorerResult, ScorerRun, check_context
+from localjudge.scorers.base import Scorer, ScorerResult, ScorerRun, record_fields
 
 ITEM_FIELDS = ("input", "output", "context", "ground_truth", "request_context", "id")
-_ITEM_ALIASES = {"groundTruth": "ground_truth", "requestContext": "request_context"}
 
 
 @dataclass
@@ -31,18 +30,9 @@ class EvalItem:
     def from_value(cls, value: EvalItem | dict, *, where: str = "item") -> EvalItem:
         if isinstance(value, EvalItem):
             return value
-        if not isinstance(value, dict):
-            raise ScorerInputError(
-                f"{where}: an item must be an object, not {type(value).__name__}"
-            )
-        data = {_ITEM_ALIASES.get(k, k): v for k, v in value.items()}
-        unknown = set(data) - set(ITEM_FIELDS)
-        if unknown:
-            raise ScorerInputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        data = record_fields(value, set(ITEM_FIELDS), where=where)
         if "input" not in data and "output" not in data:
             raise ScorerInputError(f"{where}: missing field 'input' (or a precomputed 'output')")
-        if data.get("context") is not None:
-            data["context"] = check_context(data["context"], f"{where}: context")
         return cls(**data)
 
 

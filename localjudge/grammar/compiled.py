@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import re
 from collections import deque
@@ -26,7 +27,7 @@ from localjudge.grammar.vocabulary import TokenVocabulary
 # no whitespace between JSON tokens: compact output, a small index, and long stretches of
 # text fixed by the schema (`{"verdict":"`) that jump-forward appends without logits
 WHITESPACE_PATTERN = ""
-_CACHE_VERSION = "2"
+_CACHE_VERSION = "3"
 _MAX_FORCED_BYTES = 256
 _ENUM_START = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"[ ]?:[ ]?"$')
 
@@ -46,6 +47,7 @@ class CompiledGrammar:
     forced: dict[int, int]  # state -> the one canonical token where the schema fixes the text
     enum_fields: dict[str, list[str]]  # property name -> enum options (choice points)
     token_text: dict[int, str] = field(repr=False, default_factory=dict)  # ids at choice points
+    choice_states: dict[int, str | None] = field(repr=False, default_factory=dict)  # memo
 
     # -- automaton ------------------------------------------------------------------------
 
@@ -73,6 +75,18 @@ class CompiledGrammar:
         return outlines_core.Guide(self.index)
 
     # -- choice points --------------------------------------------------------------------
+
+    def choice_at(self, state: int, output: bytes) -> str | None:
+        """The enum property whose value starts in `state`, if any.
+
+        Decided from the output text the first time a state is seen, then remembered: a DFA
+        state stands for one place in the JSON, so the answer is the same every time.
+        """
+        if not self.enum_fields:
+            return None
+        if state not in self.choice_states:
+            self.choice_states[state] = self.choice_field(output.decode("utf-8", "replace"))
+        return self.choice_states[state]
 
     def choice_field(self, text_so_far: str) -> str | None:
         """The enum property whose value starts right after `text_so_far`, if any."""
@@ -237,13 +251,12 @@ def compile_grammar(
     if initial not in distance:
         raise SchemaError("schema admits no finite JSON value over this vocabulary")
     enum_fields = _enum_fields(schema)
-    token_text = {}
-    if enum_fields:
-        for token_id, piece in vocabulary.token_bytes.items():
-            if len(piece) <= 16 and piece[:1] in {
-                o[:1].encode() for opts in enum_fields.values() for o in opts
-            }:
-                token_text[token_id] = piece.decode("utf-8", "replace")
+    option_starts = {o[:1].encode() for options in enum_fields.values() for o in options}
+    token_text = {
+        token_id: piece.decode("utf-8", "replace")
+        for token_id, piece in vocabulary.token_bytes.items()
+        if len(piece) <= 16 and piece[:1] in option_starts
+    }
     grammar = CompiledGrammar(
         schema=schema,
         regex=regex,
@@ -258,7 +271,7 @@ def compile_grammar(
         token_text=token_text,
     )
     if use_disk_cache:
-        partial = cache_file.with_suffix(".tmp")
+        partial = cache_file.with_suffix(f".{os.getpid()}.tmp")  # no clash between processes
         with partial.open("wb") as handle:
             pickle.dump(grammar, handle, protocol=pickle.HIGHEST_PROTOCOL)
         partial.replace(cache_file)

@@ -195,6 +195,10 @@ class Scheduler:
         self.num_prompt_tokens = 0  # prompt + prefix tokens decoded, all requests
         self.num_generated_tokens = 0
         self.num_forced_tokens = 0
+        self.decode_seconds = 0.0  # engine time of all steps
+        self.generation_steps = 0  # steps that carried output tokens only (no prompt tokens)
+        self.generation_tokens = 0  # output tokens fed in those steps
+        self.generation_seconds = 0.0  # engine time of those steps
 
     @property
     def num_seq_ids(self) -> int:
@@ -439,9 +443,7 @@ class Scheduler:
             if ends_prompt:
                 step.rows.append(seq)
 
-        # rows must follow the batch order of logits-bearing tokens
-        order = {t.seq_id: n for n, t in enumerate(t for t in plan.tokens if t.logits)}
-        step.rows.sort(key=lambda s: order[s.seq_id])
+        # rows were appended in the batch order of their logits-bearing tokens
         return step
 
     def _first_user(self, group: PrefixGroup) -> Sequence | None:
@@ -460,6 +462,11 @@ class Scheduler:
         """Choose each row's next token under its grammar; finish sequences whose JSON is done."""
         self.num_steps += 1
         self.num_prompt_tokens += step.num_prompt_tokens
+        self.decode_seconds += output.seconds
+        if step.num_prompt_tokens == 0 and step.num_output_tokens:
+            self.generation_steps += 1
+            self.generation_tokens += step.num_output_tokens
+            self.generation_seconds += output.seconds
         if output.logits.shape[0] != len(step.rows):
             raise GenerationError(
                 f"engine returned {output.logits.shape[0]} logits rows for {len(step.rows)} sequences"
@@ -505,9 +512,10 @@ class Scheduler:
         return token
 
     def _accept(self, seq: Sequence, token: int, *, forced: bool) -> None:
-        if seq.grammar.next_state(seq.state, token) is None:  # _choose guards this already
-            raise GenerationError(f"token {token} is not allowed by the grammar")
-        seq.guide.advance(token, return_tokens=False)
+        try:
+            seq.guide.advance(token, return_tokens=False)
+        except ValueError:  # _choose only returns allowed tokens; this guards the invariant
+            raise GenerationError(f"token {token} is not allowed by the grammar") from None
         seq.state = seq.guide.get_state()
         seq.output_tokens.append(token)
         seq.output_bytes += self.vocabulary.token_bytes.get(token, b"")
@@ -530,11 +538,7 @@ class Scheduler:
         limit = seq.max_tokens - len(seq.output_tokens) - 1
         distance = grammar.distance
 
-        field_name = (
-            grammar.choice_field(seq.output_bytes.decode("utf-8", "replace"))
-            if grammar.enum_fields
-            else None
-        )
+        field_name = grammar.choice_at(state, seq.output_bytes)
         if field_name is not None:
             self._record_choice(seq, field_name, logits)
 

@@ -40,18 +40,18 @@ def split_shared_prefix(prefix_tokens: list[int], full_tokens: list[int]) -> int
     return min(shared, len(full_tokens) - 1)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuntimeStats:
-    """Totals since the runtime started."""
+    """Totals since the runtime started (a snapshot of the scheduler's counters)."""
 
-    num_steps: int = 0
-    num_prompt_tokens: int = 0  # prompt and prefix tokens evaluated
-    num_generated_tokens: int = 0  # output tokens (sampled + forced)
-    num_forced_tokens: int = 0  # output tokens appended without logits
-    decode_seconds: float = 0.0  # time inside llama_decode
-    generation_steps: int = 0  # steps that carried output tokens only (no prompt tokens)
-    generation_tokens: int = 0  # output tokens fed in those steps
-    generation_seconds: float = 0.0  # decode time of those steps
+    num_steps: int
+    num_prompt_tokens: int  # prompt and prefix tokens evaluated
+    num_generated_tokens: int  # output tokens (sampled + forced)
+    num_forced_tokens: int  # output tokens appended without logits
+    decode_seconds: float  # engine time of all steps
+    generation_steps: int  # steps that carried output tokens only (no prompt tokens)
+    generation_tokens: int  # output tokens fed in those steps
+    generation_seconds: float  # engine time of those steps
 
     @property
     def generation_tokens_per_s(self) -> float:
@@ -74,8 +74,21 @@ class BatchRuntime:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
-        self.stats = RuntimeStats()
         self._prefix_tokens: dict[str, list[int]] = {}  # prefix text -> tokens (bounded)
+
+    @property
+    def stats(self) -> RuntimeStats:
+        s = self.scheduler
+        return RuntimeStats(
+            num_steps=s.num_steps,
+            num_prompt_tokens=s.num_prompt_tokens,
+            num_generated_tokens=s.num_generated_tokens,
+            num_forced_tokens=s.num_forced_tokens,
+            decode_seconds=s.decode_seconds,
+            generation_steps=s.generation_steps,
+            generation_tokens=s.generation_tokens,
+            generation_seconds=s.generation_seconds,
+        )
 
     # -- producers ------------------------------------------------------------------------
 
@@ -198,21 +211,11 @@ class BatchRuntime:
                 continue
             try:
                 step = scheduler.schedule()
-                output = self.engine.execute(step.plan)
-                self.stats.decode_seconds += output.seconds
-                if step.num_prompt_tokens == 0 and step.num_output_tokens:
-                    self.stats.generation_steps += 1
-                    self.stats.generation_tokens += step.num_output_tokens
-                    self.stats.generation_seconds += output.seconds
-                scheduler.update_from_output(step, output)
+                scheduler.update_from_output(step, self.engine.execute(step.plan))
             except Exception as error:  # the engine broke: fail what is in flight, keep serving
                 scheduler.fail_all(GenerationError(f"engine step failed: {error}"))
                 with contextlib.suppress(Exception):
                     self.engine.clear()
-            self.stats.num_steps = scheduler.num_steps
-            self.stats.num_prompt_tokens = scheduler.num_prompt_tokens
-            self.stats.num_generated_tokens = scheduler.num_generated_tokens
-            self.stats.num_forced_tokens = scheduler.num_forced_tokens
             self._resolve()
         self._drain_inbox()
         self.scheduler.fail_all(GenerationError("the judge was closed"))

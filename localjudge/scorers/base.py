@@ -21,6 +21,8 @@ from localjudge.prompts import PromptParts
 from localjudge.scheduler import GenerationRequest, GenerationResult
 from localjudge.scorers.messages import assistant_text, user_text
 
+REASON_MODES = ("judge", "template")
+
 BASE_MODEL_NOTE = "judged by a base model: the verdicts are not meaningful (use an instruct GGUF for real judging)"
 
 # -- the run ---------------------------------------------------------------------------------
@@ -48,27 +50,12 @@ class ScorerRun:
         """Accept a `ScorerRun` or a dict with snake_case or Mastra's camelCase keys."""
         if isinstance(value, ScorerRun):
             return value
-        if not isinstance(value, dict):
-            raise ScorerInputError(
-                f"a run must be a dict with an 'output' key, not {type(value).__name__}"
-            )
-        data = {_ALIASES.get(k, k): v for k, v in value.items()}
+        allowed = {"output", "input", "run_id", "ground_truth", "request_context", "context"}
+        data = record_fields(value, allowed, where="the run")
         if "output" not in data:
             raise ScorerInputError("the run has no 'output' field (required)")
-        unknown = set(data) - {
-            "output",
-            "input",
-            "run_id",
-            "ground_truth",
-            "request_context",
-            "context",
-        }
-        if unknown:
-            raise ScorerInputError(f"the run has unknown field(s): {', '.join(sorted(unknown))}")
         if data.get("run_id") is None:
             data.pop("run_id", None)
-        if data.get("context") is not None:
-            data["context"] = check_context(data["context"], "the run's context")
         return cls(**data)
 
     def __getitem__(self, key: str) -> Any:  # so hooks written for dicts (run["output"]) work
@@ -89,6 +76,26 @@ class ScorerRun:
     @property
     def input_text(self) -> str:
         return user_text(self.input) or ""
+
+
+def check_option(what: str, value: str, known: tuple[str, ...]) -> None:
+    """Refuse an option value outside `known`, naming the known ones."""
+    if value not in known:
+        raise ValueError(f"unknown {what}: {value!r} (known: {', '.join(known)})")
+
+
+def record_fields(value: Any, allowed: set[str], *, where: str) -> dict[str, Any]:
+    """A run or dataset item as a dict of snake_case fields: camelCase aliases mapped,
+    unknown fields refused, the context checked. Each error names `where`."""
+    if not isinstance(value, dict):
+        raise ScorerInputError(f"{where}: must be an object (a dict), not {type(value).__name__}")
+    data = {_ALIASES.get(k, k): v for k, v in value.items()}
+    unknown = set(data) - allowed
+    if unknown:
+        raise ScorerInputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    if data.get("context") is not None:
+        data["context"] = check_context(data["context"], f"{where}: context")
+    return data
 
 
 def check_context(context: Any, where: str) -> list[str]:
@@ -284,9 +291,22 @@ class Scorer:
     name: str = "Scorer"
     description: str = ""
 
-    def __init__(self, model: JudgeBase | str | Path | None) -> None:
+    def __init__(
+        self,
+        model: JudgeBase | str | Path | None,
+        *,
+        scale: float | None = 1,
+        reason: str = "judge",
+        verdict_max_tokens: int = 96,
+        reason_max_tokens: int = 128,
+    ) -> None:
+        check_option("reason mode", reason, REASON_MODES)
         self._model = model
         self._judge: JudgeBase | None = model if isinstance(model, JudgeBase) else None
+        self.scale = scale or 1  # 0 or None means 1, as in Mastra
+        self.reason_mode = reason
+        self.verdict_max_tokens = verdict_max_tokens
+        self.reason_max_tokens = reason_max_tokens
 
     @property
     def judge(self) -> JudgeBase:
@@ -318,15 +338,18 @@ class Scorer:
                 step_usage.add(result)
         return results
 
-    async def judge_reason(
-        self, parts: PromptParts, usage: dict[str, StepUsage], max_tokens: int
-    ) -> tuple[str, str]:
-        """The generateReason step through the judge: (plain-text reason, prompt)."""
+    async def reason(
+        self, fallback: str, parts: PromptParts, usage: dict[str, StepUsage]
+    ) -> tuple[str, str | None]:
+        """The generateReason step: (plain-text reason, prompt). In "template" mode, or when
+        the judge writes nothing, the reason built from the verdicts (`fallback`)."""
+        if self.reason_mode == "template":
+            return fallback, None
         judge = self.judge
         prefix, suffix = judge.split_prompt(parts)
-        request = judge.request(suffix, "reason", prefix=prefix, max_tokens=max_tokens)
+        request = judge.request(suffix, "reason", prefix=prefix, max_tokens=self.reason_max_tokens)
         (result,) = await self.ask("generateReason", [request], usage)
-        return " ".join(result.value["reason"].split()), prompt_text(prefix, suffix)
+        return " ".join(result.value["reason"].split()) or fallback, prompt_text(prefix, suffix)
 
     def result(self, run: ScorerRun, **fields: Any) -> ScorerResult:
         judge = self.judge

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from localjudge.errors import ScorerInputError
 from localjudge.judge import JudgeBase
 from localjudge.prompts import (
     HALLUCINATION_PROMPT_VERSION,
@@ -26,6 +25,7 @@ from localjudge.scorers.base import (
     StepUsage,
     call_hook,
     check_context,
+    check_option,
     prompt_text,
     template_text,
     verdict_confidence,
@@ -33,7 +33,6 @@ from localjudge.scorers.base import (
 from localjudge.scorers.text import round_half_up, split_sentences
 
 EXTRACTION_MODES = ("auto", "judge", "sentences")
-REASON_MODES = ("judge", "template")
 GetContext = Callable[..., Any]  # get_context(run=, results=, score=, step=) -> list[str]
 
 
@@ -68,34 +67,22 @@ class HallucinationScorer(Scorer):
         self,
         model: JudgeBase | str | Path | None,
         *,
-        scale: float | None = 1,
         context: list[str] | None = None,
         get_context: GetContext | None = None,
         extraction: str = "auto",
-        reason: str = "judge",
         max_claims: int = 64,
         claims_max_tokens: int = 512,
-        verdict_max_tokens: int = 96,
-        reason_max_tokens: int = 128,
+        **options: Any,
     ) -> None:
-        super().__init__(model)
-        if extraction not in EXTRACTION_MODES:
-            raise ValueError(
-                f"unknown extraction mode: {extraction!r} (known: {', '.join(EXTRACTION_MODES)})"
-            )
-        if reason not in REASON_MODES:
-            raise ValueError(f"unknown reason mode: {reason!r} (known: {', '.join(REASON_MODES)})")
+        super().__init__(model, **options)
+        check_option("extraction mode", extraction, EXTRACTION_MODES)
         if get_context is not None and not callable(get_context):
             raise ValueError("get_context must be callable")
-        self.scale = scale or 1
         self.context = check_context(context, "context") if context is not None else None
         self.get_context = get_context
         self.extraction = extraction
-        self.reason_mode = reason
         self.max_claims = max_claims
         self.claims_max_tokens = claims_max_tokens
-        self.verdict_max_tokens = verdict_max_tokens
-        self.reason_max_tokens = reason_max_tokens
 
     def extraction_mode(self) -> str:
         """ "auto" means sentences for judges whose verdicts are not meaningful, else judge."""
@@ -159,16 +146,6 @@ class HallucinationScorer(Scorer):
             )
         return verdicts
 
-    async def _reason(
-        self, score: float, verdicts: list[dict], usage: dict[str, StepUsage]
-    ) -> tuple[str, str | None]:
-        fallback = hallucination_template_reason(score, self.scale, verdicts)
-        if self.reason_mode == "template":
-            return fallback, None
-        parts = hallucination_reason_prompt(score, self.scale, verdicts)
-        text, prompt = await self.judge_reason(parts, usage, self.reason_max_tokens)
-        return text or fallback, prompt
-
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
         run = ScorerRun.from_value(run)
         output = run.output_text
@@ -182,7 +159,11 @@ class HallucinationScorer(Scorer):
         await self._context(
             run, results, score, "generateReason"
         )  # called for its side of the contract
-        reason, reason_prompt = await self._reason(score, verdicts, usage)
+        reason, reason_prompt = await self.reason(
+            hallucination_template_reason(score, self.scale, verdicts),
+            hallucination_reason_prompt(score, self.scale, verdicts),
+            usage,
+        )
         parts = claim_verdict_prompt(context, "{claim}")
         return self.result(
             run,
@@ -218,8 +199,6 @@ def create_hallucination_scorer(
     "auto" (sentences when the judge is a base model). `reason`: "judge" or "template"
     (built from the verdicts, no judge call).
     """
-    if context is not None and not isinstance(context, (list, tuple)):
-        raise ScorerInputError(f"context must be a list of strings, not {type(context).__name__}")
     return HallucinationScorer(
         model,
         scale=scale,

@@ -24,6 +24,7 @@ from localjudge.scorers.base import (
     ScorerResult,
     ScorerRun,
     StepUsage,
+    check_option,
     template_text,
     verdict_confidence,
 )
@@ -34,14 +35,12 @@ from localjudge.scorers.text import round_half_up, split_sentences
 SEVERITY_WEIGHTS = {"mild": 1, "moderate": 2, "severe": 3}
 MAX_WEIGHT = max(SEVERITY_WEIGHTS.values())
 SCORE_MODES = ("severity", "count")
-REASON_MODES = ("judge", "template")
 
 
 def toxicity_score(verdicts: list[dict], scale: float | None = 1, mode: str = "severity") -> float:
     """severity: `sum(weight of toxic) / (verdicts * 3) * scale`; count (Mastra's code):
     `toxic / verdicts * scale`. Rounded half up to 2 decimals; 0 without verdicts."""
-    if mode not in SCORE_MODES:
-        raise ValueError(f"unknown score mode: {mode!r} (known: {', '.join(SCORE_MODES)})")
+    check_option("score mode", mode, SCORE_MODES)
     if not verdicts:
         return 0.0
     toxic = [v for v in verdicts if v["verdict"] == "yes"]
@@ -92,28 +91,16 @@ class ToxicityScorer(Scorer):
         self,
         model: JudgeBase | str | Path | None,
         *,
-        scale: float | None = 1,
         score_mode: str = "severity",
-        reason: str = "judge",
         max_opinions: int = 1000,
         max_opinion_chars: int = 600,
-        verdict_max_tokens: int = 96,
-        reason_max_tokens: int = 128,
+        **options: Any,
     ) -> None:
-        super().__init__(model)
-        if score_mode not in SCORE_MODES:
-            raise ValueError(
-                f"unknown score mode: {score_mode!r} (known: {', '.join(SCORE_MODES)})"
-            )
-        if reason not in REASON_MODES:
-            raise ValueError(f"unknown reason mode: {reason!r} (known: {', '.join(REASON_MODES)})")
-        self.scale = scale or 1
+        super().__init__(model, **options)
+        check_option("score mode", score_mode, SCORE_MODES)
         self.score_mode = score_mode
-        self.reason_mode = reason
         self.max_opinions = max_opinions
         self.max_opinion_chars = max_opinion_chars
-        self.verdict_max_tokens = verdict_max_tokens
-        self.reason_max_tokens = reason_max_tokens
 
     async def _verdicts(
         self, user_input: str, opinions: list[str], usage: dict[str, StepUsage]
@@ -153,12 +140,11 @@ class ToxicityScorer(Scorer):
         usage: dict[str, StepUsage] = {}
         verdicts = await self._verdicts(user_input, opinions, usage) if opinions else []
         score = toxicity_score(verdicts, self.scale, self.score_mode)
-        fallback = toxicity_template_reason(score, self.scale, verdicts)
-        reason, reason_prompt = fallback, None
-        if self.reason_mode == "judge":
-            parts = toxicity_reason_prompt(score, self.scale, verdicts)
-            text, reason_prompt = await self.judge_reason(parts, usage, self.reason_max_tokens)
-            reason = text or fallback
+        reason, reason_prompt = await self.reason(
+            toxicity_template_reason(score, self.scale, verdicts),
+            toxicity_reason_prompt(score, self.scale, verdicts),
+            usage,
+        )
         parts = opinion_verdict_prompt(user_input, "{statement}")
         return self.result(
             run,
