@@ -9,20 +9,37 @@ from localjudge.errors import (
     RegistryError,
     RequestCancelled,
     SchemaError,
+    ScorerError,
+    ScorerInputError,
     VerdictError,
 )
+from localjudge.evals.live import LiveScorer, LiveStats
+from localjudge.evals.run import EvalItem, EvalResult, ItemResult, run_evals, run_evals_async
 from localjudge.judge import Judge
 from localjudge.scheduler import ChoicePoint, GenerationRequest, GenerationResult, SamplingParams
+from localjudge.scorers import (
+    Scorer,
+    ScorerResult,
+    ScorerRun,
+    create_hallucination_scorer,
+    create_toxicity_scorer,
+    extract_tool_results,
+)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ChecksumError",
     "ChoicePoint",
+    "EvalItem",
+    "EvalResult",
     "GenerationError",
     "GenerationRequest",
     "GenerationResult",
+    "ItemResult",
     "Judge",
+    "LiveScorer",
+    "LiveStats",
     "LocalJudgeError",
     "ModelError",
     "PromptTooLongError",
@@ -30,6 +47,16 @@ __all__ = [
     "RequestCancelled",
     "SamplingParams",
     "SchemaError",
+    "Scorer",
+    "ScorerError",
+    "ScorerInputError",
+    "ScorerResult",
+    "ScorerRun",
     "VerdictError",
     "__version__",
+    "create_hallucination_scorer",
+    "create_toxicity_scorer",
+    "extract_tool_results",
+    "run_evals",
+    "run_evals_async",
 ]

@@ -267,12 +267,18 @@ def run_scheduler_way(
     max_tokens: int,
     n_ctx: int,
     label: str,
+    gpu_layers: int | None = None,
 ) -> WayResult:
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
         Judge(
-            model_path, slots=slots, max_prefixes=len(items) + 1, n_ctx=n_ctx, n_threads=threads
+            model_path,
+            slots=slots,
+            max_prefixes=len(items) + 1,
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_gpu_layers=gpu_layers,
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)
@@ -303,17 +309,25 @@ def run_scheduler_way(
 
 
 def run_outlines_way(
-    model_path: Path, prompts: list[str], *, threads: int | None, max_tokens: int, n_ctx: int
+    model_path: Path,
+    prompts: list[str],
+    *,
+    threads: int | None,
+    max_tokens: int,
+    n_ctx: int,
+    gpu_layers: int | None = None,
 ) -> WayResult:
     """The baseline: outlines' llama.cpp integration, one claim at a time, greedy."""
     import outlines
     from llama_cpp import Llama
     from outlines.types import JsonSchema
 
-    from localjudge.engine.llama import physical_cores
+    from localjudge.engine.llama import gpu_offload_available, physical_cores
 
     schema = load_schema(SCHEMA)
     n_threads = threads or physical_cores()
+    if gpu_layers is None:
+        gpu_layers = -1 if gpu_offload_available() else 0
     with _PeakRss() as rss:
         llm = Llama(
             str(model_path),
@@ -322,6 +336,7 @@ def run_outlines_way(
             n_threads_batch=n_threads,
             n_batch=512,
             n_ubatch=256,
+            n_gpu_layers=gpu_layers,
             verbose=False,
         )
         try:
@@ -361,6 +376,7 @@ def run_bench(
     ways: str = "abc",
     max_tokens: int = 48,
     n_ctx: int = 8192,
+    gpu_layers: int | None = None,
     progress: Callable[[str], None] = lambda message: None,
 ) -> list[WorkloadReport]:
     """Run the chosen ways on the chosen workloads. Our ways run first and outlines' last,
@@ -383,6 +399,7 @@ def run_bench(
                     max_tokens=max_tokens,
                     n_ctx=n_ctx,
                     label=f"{way}: scheduler x{num_slots}",
+                    gpu_layers=gpu_layers,
                 )
             )
             gc.collect()
@@ -390,7 +407,7 @@ def run_bench(
             progress(f"{report.workload}: bare engine decode at 1 and {slots} sequences")
             for n_seqs in sorted({1, slots}):
                 report.engine_tok_s[n_seqs] = raw_decode_tokens_per_s(
-                    resolved.path, n_seqs, threads=threads
+                    resolved.path, n_seqs, threads=threads, gpu_layers=gpu_layers
                 )
     if "a" in ways:
         with Judge(resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads) as judge:
@@ -409,6 +426,7 @@ def run_bench(
                     threads=threads,
                     max_tokens=max_tokens,
                     n_ctx=n_ctx,
+                    gpu_layers=gpu_layers,
                 )
             )
             gc.collect()
@@ -418,7 +436,13 @@ def run_bench(
 
 
 def raw_decode_tokens_per_s(
-    model_path: Path, n_seqs: int, *, threads: int | None, prompt_tokens: int = 347, steps: int = 32
+    model_path: Path,
+    n_seqs: int,
+    *,
+    threads: int | None,
+    gpu_layers: int | None = None,
+    prompt_tokens: int = 347,
+    steps: int = 32,
 ) -> float:
     """Generation tokens/s of the bare engine in llama-batched-bench's shape: one shared
     prompt decoded once and copied to `n_seqs` sequences, then `steps` steps of one token
@@ -426,7 +450,10 @@ def raw_decode_tokens_per_s(
     from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, StepPlan
 
     config = EngineConfig(
-        n_ctx=prompt_tokens + n_seqs * steps + 256, n_seq_max=n_seqs + 1, n_threads=threads
+        n_ctx=prompt_tokens + n_seqs * steps + 256,
+        n_seq_max=n_seqs + 1,
+        n_threads=threads,
+        n_gpu_layers=gpu_layers,
     )
     with LlamaEngine(model_path, config) as engine:
         prompt = engine.tokenize(" ".join(SINGLE_CONTEXT) * 4)[:prompt_tokens]

@@ -13,10 +13,63 @@ from localjudge.errors import LocalJudgeError
 
 BASE_MODEL_WARNING = "note: {name} is a base model; its verdicts are not meaningful (use an instruct GGUF for real judging)"
 
+# Exit codes (README "Exit codes"); 2 is click's own for usage mistakes.
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE, EXIT_ITEMS = 0, 1, 2, 3, 4
+MAX_SLOTS = 248  # llama.cpp holds 256 sequences; 8 are kept for shared prefixes
 
-MODEL_OPTION = click.option(
-    "--model", default=None, help="Registry name or .gguf path (default: the embedded model)."
-)
+
+def engine_options(*, slots: bool = False, slots_default: int | None = None):
+    """--model, --gpu-layers, --ctx, --threads (and --slots): how the judge is loaded."""
+    options = [
+        click.option(
+            "--model",
+            default=None,
+            help="Registry name or .gguf path (default: $LOCALJUDGE_MODEL, `models default`, "
+            "else the embedded model).",
+        ),
+        click.option(
+            "--gpu-layers",
+            type=click.IntRange(-1),
+            default=None,
+            help="Layers to offload to the GPU, -1 for all (default: all when llama.cpp has a "
+            "GPU backend, else 0).",
+        ),
+        click.option(
+            "--ctx",
+            "n_ctx",
+            type=click.IntRange(256),
+            default=None,
+            help="KV cells shared by all sequences (default: the model's recommendation, else 8192).",
+        ),
+        click.option(
+            "--threads",
+            type=click.IntRange(1, 1024),
+            default=None,
+            help="CPU threads (default: physical cores).",
+        ),
+    ]
+    if slots:
+        options.append(
+            click.option(
+                "--slots",
+                type=click.IntRange(1, MAX_SLOTS),
+                default=slots_default,
+                show_default=slots_default is not None,
+                help="Sequences per decode (default: the model's recommendation, else 16).",
+            )
+        )
+
+    def decorate(function):
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def _exit(code: int, message: str) -> None:
+    click.echo(f"Error: {message}", err=True)
+    raise click.exceptions.Exit(code)
 
 
 class _Group(click.Group):
@@ -125,6 +178,16 @@ def models_verify(model: str | None) -> None:
     click.echo(f"{result.name}  {result.actual}  OK")
 
 
+@models.command("default")
+@click.argument("model")
+def models_default(model: str) -> None:
+    """Store MODEL (a registry name or a .gguf path) as your default judge
+    ($LOCALJUDGE_MODEL still wins when set)."""
+    from localjudge.registry import set_default
+
+    click.echo(f"default model: {set_default(model)}")
+
+
 @models.command("add")
 @click.argument("name")
 @click.argument("path", type=click.Path(dir_okay=False))
@@ -157,14 +220,85 @@ def models_assemble(model: str | None) -> None:
 # -- score and eval ------------------------------------------------------------------------
 
 
-def _load_judge(model: str | None, slots: int | None = None):
+def _load_judge(model, slots=None, gpu_layers=None, n_ctx=None, threads=None):
     from localjudge.judge import Judge
 
-    return Judge(model, slots=slots)
+    return Judge(model, slots=slots, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads)
+
+
+def _scorer_names() -> list[str]:
+    from localjudge.scorers import SCORERS
+
+    return list(SCORERS)
+
+
+def scoring_options(function):
+    """The options that configure scorers; each reaches the scorers that take it."""
+    for option in reversed(
+        [
+            click.option("--scale", default=None, type=float, help="Score maximum (default 1)."),
+            click.option(
+                "--reason",
+                "reason_mode",
+                type=click.Choice(["judge", "template"]),
+                default=None,
+                help="judge: the judge explains the score; template: built from the verdicts "
+                "(no judge call).",
+            ),
+            click.option(
+                "--score-mode",
+                type=click.Choice(["severity", "count", "max"]),
+                default=None,
+                help="toxicity: severity-weighted (default), Mastra's count, or the worst statement.",
+            ),
+            click.option(
+                "--extraction",
+                type=click.Choice(["auto", "judge", "sentences"]),
+                default=None,
+                help="hallucination: how claims are found (default auto).",
+            ),
+        ]
+    ):
+        function = option(function)
+    return function
+
+
+def _scorer_settings(names, *, scale, reason_mode, score_mode, extraction, context=None):
+    """Scorer options from the command line; an option no chosen scorer takes is a usage
+    error, not silently ignored."""
+    from localjudge.scorers import scorer_options
+
+    settings = {
+        "scale": scale,
+        "reason": reason_mode,
+        "score_mode": score_mode,
+        "extraction": extraction,
+        "context": context,
+    }
+    flags = {"score_mode": "--score-mode", "extraction": "--extraction", "context": "--context"}
+    for key, flag in flags.items():
+        if settings[key] is not None and not any(key in scorer_options(n) for n in names):
+            raise click.UsageError(f"{flag} does not apply to {', '.join(names)}")
+    return settings
+
+
+def _read_contexts(contexts: tuple[str, ...], context_files: tuple[str, ...]) -> list[str]:
+    from pathlib import Path
+
+    context = list(contexts)
+    for name in context_files:
+        path = Path(name)
+        if not path.is_file():
+            raise click.ClickException(f"context file not found: {path}")
+        try:
+            context.append(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise click.ClickException(f"context file is not UTF-8 text: {path}") from None
+    return context
 
 
 @cli.command()
-@click.argument("scorer", type=click.Choice(["hallucination", "toxicity"]))
+@click.argument("scorer", type=click.Choice(_scorer_names()))
 @click.option("--output", "output_text", required=True, help="The text to score ('-' reads stdin).")
 @click.option(
     "--input", "input_text", default=None, help="The user's message that led to the output."
@@ -179,46 +313,54 @@ def _load_judge(model: str | None, slots: int | None = None):
     type=click.Path(dir_okay=False),
     help="A file whose text is one context entry (repeatable; hallucination).",
 )
-@click.option("--scale", default=1.0, show_default=True, type=float, help="Score maximum.")
-@MODEL_OPTION
-@click.option(
-    "--reason",
-    "reason_mode",
-    type=click.Choice(["judge", "template"]),
-    default="judge",
-    show_default=True,
-)
+@scoring_options
+@engine_options()
 @click.option("--json", "as_json", is_flag=True, help="Print Mastra's camelCase result JSON.")
+@click.option(
+    "--no-store-text",
+    is_flag=True,
+    help="With --json: leave the input, output and other texts out of the result.",
+)
 def score(
-    scorer, output_text, input_text, contexts, context_files, scale, model, reason_mode, as_json
+    scorer,
+    output_text,
+    input_text,
+    contexts,
+    context_files,
+    scale,
+    reason_mode,
+    score_mode,
+    extraction,
+    model,
+    gpu_layers,
+    n_ctx,
+    threads,
+    as_json,
+    no_store_text,
 ) -> None:
     """Score one output with SCORER (hallucination or toxicity)."""
-    from pathlib import Path
-
     from localjudge.scorers import make_scorer
 
     if output_text == "-":
         with click.open_file("-", encoding="utf-8") as stdin:
             output_text = stdin.read()
-    context = list(contexts)
-    for name in context_files:
-        path = Path(name)
-        if not path.exists():
-            raise click.ClickException(f"context file not found: {path}")
-        context.append(path.read_text(encoding="utf-8"))
-    if scorer == "toxicity" and context:
-        raise click.ClickException("--context is for the hallucination scorer")
-    options = {"scale": scale, "reason": reason_mode}
-    if scorer == "hallucination":
-        options["context"] = context
-    with _load_judge(model) as judge:
-        result = make_scorer(scorer, judge, **options).run(
+    context = _read_contexts(contexts, context_files)
+    settings = _scorer_settings(
+        [scorer],
+        scale=scale,
+        reason_mode=reason_mode,
+        score_mode=score_mode,
+        extraction=extraction,
+        context=context or None,
+    )
+    with _load_judge(model, gpu_layers=gpu_layers, n_ctx=n_ctx, threads=threads) as judge:
+        result = make_scorer(scorer, judge, **settings).run(
             {"output": output_text, "input": input_text}
         )
     if as_json:
-        click.echo(result.to_json(indent=2))
+        click.echo(result.to_json(store_text=not no_store_text, indent=2))
         return
-    click.echo(f"{result.scorer_id}: {result.score:g} (of {scale:g})")
+    click.echo(f"{result.scorer_id}: {result.score:g} (of {result.details.get('scale', 1):g})")
     click.echo(f"reason: {result.reason}")
     for verdict in result.analyze_step_result["verdicts"]:
         extra = f" [{verdict['category']}, {verdict['severity']}]" if "severity" in verdict else ""
@@ -246,53 +388,104 @@ def _parse_thresholds(values: tuple[str, ...], scorers: tuple[str, ...]) -> dict
     return thresholds
 
 
+def _parse_fields(values: tuple[str, ...]) -> dict[str, str]:
+    """--field input=question: the item field `input` is read from the key `question`."""
+    from localjudge.evals.run import ITEM_FIELDS
+
+    fields: dict[str, str] = {}
+    for value in values:
+        name, sep, source = value.partition("=")
+        if not sep or not source or name not in ITEM_FIELDS:
+            raise click.BadParameter(
+                f"use FIELD=KEY with FIELD one of {', '.join(ITEM_FIELDS)}", param_hint="--field"
+            )
+        fields[name] = source
+    return fields
+
+
 @cli.command("eval")
-@click.argument("data", type=click.Path(dir_okay=False))
+@click.argument("data", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "--scorer",
     "scorer_names",
     multiple=True,
     required=True,
-    help="hallucination or toxicity (repeatable).",
+    help="A scorer name: hallucination or toxicity (repeatable).",
 )
 @click.option(
     "--out",
     required=True,
-    type=click.Path(dir_okay=False),
-    help="Results JSONL (appended; resumable).",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Results JSONL (appended; resumable), or - for stdout.",
 )
-@MODEL_OPTION
+@engine_options(slots=True)
+@scoring_options
 @click.option(
-    "--slots",
+    "--context-file",
+    "context_file",
+    type=click.Path(dir_okay=False),
     default=None,
-    type=click.IntRange(1, 256),
-    help="Sequences per decode (default: the model's recommendation, else 16).",
+    help="One context for every item (hallucination); an item's own context still wins.",
+)
+@click.option(
+    "--field",
+    "field_maps",
+    multiple=True,
+    help="FIELD=KEY: read item FIELD from KEY of each record, e.g. --field input=question.",
 )
 @click.option(
     "--limit", default=None, type=click.IntRange(1), help="Only the first N items of DATA."
 )
 @click.option(
-    "--reason",
-    "reason_mode",
-    type=click.Choice(["judge", "template"]),
-    default="template",
-    show_default=True,
-)
-@click.option(
     "--fail-above",
     "fail_above",
     multiple=True,
-    help="SCORER=THRESHOLD: exit 1 when the mean is above.",
+    help="SCORER=THRESHOLD: exit 3 when the mean is above.",
+)
+@click.option(
+    "--retry-errors",
+    is_flag=True,
+    help="Score again the items whose record holds an input error too (transient errors are "
+    "always retried).",
+)
+@click.option(
+    "--no-store-text",
+    is_flag=True,
+    help="Leave the input, output and other texts out of the records (ids, scores, verdicts "
+    "and reasons stay).",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def eval_command(
-    data, scorer_names, out, model, slots, limit, reason_mode, fail_above, quiet
+    data,
+    scorer_names,
+    out,
+    model,
+    gpu_layers,
+    n_ctx,
+    threads,
+    slots,
+    scale,
+    reason_mode,
+    score_mode,
+    extraction,
+    context_file,
+    field_maps,
+    limit,
+    fail_above,
+    retry_errors,
+    no_store_text,
+    quiet,
 ) -> None:
-    """Score every item of DATA (JSONL, or CSV) with each --scorer, appending to --out.
+    """Score every item of DATA (JSONL, CSV, or - for JSONL on stdin) with each --scorer,
+    appending one record per item to --out.
 
     Each item is one JSON object with "input" and/or "output", and optionally "context"
-    (a list of strings), "ground_truth", "request_context" and "id". Rerunning the same
-    command skips the items --out already holds (by id, else by line number).
+    (a list of strings), "ground_truth", "request_context", "id" and "metadata" (other
+    keys are kept). Rerunning the same command skips the items --out already holds (by
+    id, else by content), and retries those that failed for a transient reason.
+
+    Exit codes: 0 ok, 1 error, 2 usage, 3 a --fail-above gate was breached, 4 some items
+    could not be used or failed.
     """
     from rich.console import Console
     from rich.progress import (
@@ -304,19 +497,31 @@ def eval_command(
     )
 
     from localjudge.evals.batch import BUCKET_LABELS, evaluate_file
-    from localjudge.evals.dataset import DatasetError
-    from localjudge.scorers import SCORERS, make_scorer
+    from localjudge.scorers import make_scorer
 
-    unknown = [name for name in scorer_names if name not in SCORERS]
+    known = _scorer_names()
+    unknown = [name for name in scorer_names if name not in known]
     if unknown:
-        raise click.ClickException(f"unknown scorer {unknown[0]!r}; known: {', '.join(SCORERS)}")
+        raise click.ClickException(f"unknown scorer {unknown[0]!r}; known: {', '.join(known)}")
     names = tuple(dict.fromkeys(scorer_names))
     thresholds = _parse_thresholds(fail_above, names)
-    if not os.path.isfile(data):
+    fields = _parse_fields(field_maps)
+    if data != "-" and not os.path.isfile(data):
         raise click.ClickException(f"dataset not found: {data}")
+    context = _read_contexts((), (context_file,)) if context_file else None
+    settings = _scorer_settings(
+        names,
+        scale=scale,
+        reason_mode=reason_mode or "template",
+        score_mode=score_mode,
+        extraction=extraction,
+        context=context,
+    )
+    to_stdout = out == "-"
     console = Console(stderr=True)
-    with _load_judge(model, slots=slots) as judge:
-        scorers = {name: make_scorer(name, judge, reason=reason_mode) for name in names}
+    report_console = console if to_stdout else Console()
+    with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
+        scorers = {name: make_scorer(name, judge, **settings) for name in names}
         progress = Progress(
             TextColumn("scoring"),
             BarColumn(),
@@ -337,25 +542,26 @@ def eval_command(
             rate = state["done"] / max(time.perf_counter() - started, 1e-9)
             progress.update(state["task"], advance=1, rate=f"{rate:.2f} items/s")
 
-        try:
-            with progress:
-                report = evaluate_file(
-                    data,
-                    out,
-                    scorers,
-                    limit=limit,
-                    concurrency=max(4, 2 * judge.slots),
-                    on_start=on_start,
-                    on_item=on_item,
-                )
-        except DatasetError as error:
-            raise click.ClickException(str(error)) from None
+        with progress:
+            report = evaluate_file(
+                data,
+                out,
+                scorers,
+                limit=limit,
+                fields=fields,
+                retry_errors=retry_errors,
+                store_text=not no_store_text,
+                on_start=on_start,
+                on_item=on_item,
+            )
         judge_name, meaningful = judge.name, judge.meaningful
     for row in report.bad_rows:
         click.echo(f"skipped {row.error}", err=True)
+    where = "stdout" if to_stdout else out
     click.echo(
-        f"{report.processed} item(s) scored, {report.skipped} already in {out}, "
-        f"{len(report.bad_rows)} unusable line(s); {report.total} item(s) in {out}"
+        f"{report.processed} item(s) scored, {report.skipped} already in {where}, "
+        f"{len(report.bad_rows)} unusable line(s); {report.total} item(s) in {where}",
+        err=to_stdout,
     )
     from rich.table import Table
 
@@ -371,19 +577,21 @@ def eval_command(
             *map(str, summary.buckets),
             str(summary.failures),
         )
-    Console().print(table)
+    report_console.print(table)
     if not meaningful:
-        click.echo(BASE_MODEL_WARNING.format(name=judge_name))
-    failed = [
+        click.echo(BASE_MODEL_WARNING.format(name=judge_name), err=to_stdout)
+    breached = [
         f"{name} mean {report.scorers[name].mean:.3f} is above {limit_value:g}"
         for name, limit_value in thresholds.items()
         if report.scorers[name].mean is not None and report.scorers[name].mean > limit_value
     ]
-    if failed:
-        raise click.ClickException("; ".join(failed))
-    if report.bad_rows:
-        raise click.ClickException(
-            f"{len(report.bad_rows)} dataset line(s) could not be used (see above)"
+    if breached:
+        _exit(EXIT_GATE, "; ".join(breached))
+    if report.bad_rows or report.failed:
+        _exit(
+            EXIT_ITEMS,
+            f"{len(report.bad_rows)} dataset line(s) could not be used and {report.failed} "
+            "item(s) failed (see the records' errors)",
         )
 
 
@@ -391,12 +599,14 @@ def eval_command(
 
 
 @cli.command()
-def doctor() -> None:
-    """Check the installation: llama.cpp build, threads, default model, cache, offline."""
+@engine_options()
+def doctor(model, gpu_layers, n_ctx, threads) -> None:
+    """Check the installation: llama.cpp build, threads, the model (default one unless
+    --model), cache, offline."""
     from localjudge.doctor import run_checks
 
     failures = 0
-    for check in run_checks():
+    for check in run_checks(model, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads):
         mark = "ok  " if check.ok else "FAIL"
         click.echo(f"[{mark}] {check.name}: {check.detail}")
         failures += not check.ok
@@ -408,7 +618,9 @@ def doctor() -> None:
 
 
 @cli.command()
-@MODEL_OPTION
+@click.option(
+    "--model", default=None, help="Registry name or .gguf path (default: the default model)."
+)
 def demo(model: str | None) -> None:
     """Load the judge and print a grammar-constrained verdict for a sample claim."""
     from localjudge.demo import run_demo
@@ -420,20 +632,7 @@ def demo(model: str | None) -> None:
 
 
 @cli.command()
-@MODEL_OPTION
-@click.option(
-    "--slots",
-    default=16,
-    show_default=True,
-    type=click.IntRange(1, 256),
-    help="Sequences per decode in way (c).",
-)
-@click.option(
-    "--threads",
-    default=None,
-    type=click.IntRange(1, 1024),
-    help="CPU threads (default: physical cores).",
-)
+@engine_options(slots=True, slots_default=16)
 @click.option(
     "--claims",
     default=32,
@@ -462,7 +661,9 @@ def demo(model: str | None) -> None:
     help="Token budget per verdict.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def bench(model, slots, threads, claims, workloads, ways, max_tokens, as_json) -> None:
+def bench(
+    model, gpu_layers, n_ctx, threads, slots, claims, workloads, ways, max_tokens, as_json
+) -> None:
     """Run one judge workload three ways in this process and compare them.
 
     (a) outlines' own llama.cpp integration, one claim at a time; (b) our scheduler with one
@@ -484,6 +685,8 @@ def bench(model, slots, threads, claims, workloads, ways, max_tokens, as_json) -
         workloads=tuple(workloads) or ("single", "multi"),
         ways=ways,
         max_tokens=max_tokens,
+        n_ctx=n_ctx or 8192,
+        gpu_layers=gpu_layers,
         progress=progress,
     )
     info = llama_build_info()
@@ -539,16 +742,15 @@ def bench(model, slots, threads, claims, workloads, ways, max_tokens, as_json) -
 
 
 @cli.command()
-@MODEL_OPTION
+@engine_options(slots=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def quality(model: str | None, as_json: bool) -> None:
+def quality(model, gpu_layers, n_ctx, threads, slots, as_json: bool) -> None:
     """Agreement of the judge with the labelled dev sets, beside trivial baselines."""
     from dataclasses import asdict
 
     from localjudge.evals.quality import hallucination_quality, toxicity_quality
-    from localjudge.judge import Judge
 
-    with Judge(model) as judge:
+    with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
         reports = {
             "hallucination": hallucination_quality(judge),
             "toxicity": toxicity_quality(judge),

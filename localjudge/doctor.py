@@ -15,9 +15,11 @@ class Check:
     detail: str
 
 
-def run_checks() -> Iterator[Check]:
+def run_checks(model: str | None = None, **engine_options) -> Iterator[Check]:
+    """Every check in order; `model` (default: the default model) and `engine_options`
+    (n_gpu_layers, n_ctx, n_threads) are those of the judge the offline check loads."""
     from localjudge.engine import llama_build_info
-    from localjudge.grammar.paths import home
+    from localjudge.paths import home
     from localjudge.registry import load_registry, verify
 
     info = llama_build_info()
@@ -43,18 +45,25 @@ def run_checks() -> Iterator[Check]:
         "cache folder", writable, f"{folder} ({'writable' if writable else 'not writable'})"
     )
     default, entries = load_registry()
+    name = model or default
+    label = "model" if model else "default model"
     try:
-        result = verify(default)
-        entry = entries[default]
-        note = "" if entry.meaningful else "; a base model: its verdicts are not meaningful"
-        yield Check("default model", result.ok, f"{default} at {result.path}, sha256 OK{note}")
+        result = verify(name)
+        entry = entries.get(result.name)
+        note = (
+            "; a base model: its verdicts are not meaningful"
+            if entry is not None and not entry.meaningful
+            else ""
+        )
+        checksum = "sha256 OK" if result.ok else "not in the registry: no sha256 to compare"
+        yield Check(label, True, f"{result.name} at {result.path}, {checksum}{note}")
     except Exception as error:
-        yield Check("default model", False, str(error))
+        yield Check(label, False, str(error))
         return
-    yield _offline_check(default)
+    yield _offline_check(name, engine_options)
 
 
-def _offline_check(model: str) -> Check:
+def _offline_check(model: str, engine_options: dict) -> Check:
     """Load the judge and generate once while every way to open a socket raises."""
     from localjudge.judge import Judge
 
@@ -69,7 +78,9 @@ def _offline_check(model: str) -> Check:
     socket.create_connection = refuse  # type: ignore[assignment]
     socket.getaddrinfo = refuse  # type: ignore[assignment]
     try:
-        with Judge(model, slots=1, max_prefixes=1, n_ctx=1024) as judge:
+        options = {k: v for k, v in engine_options.items() if v is not None}
+        options.setdefault("n_ctx", 1024)
+        with Judge(model, slots=1, max_prefixes=1, **options) as judge:
             judge.generate_json("Text: offline check.\nJSON: ", "reason", max_tokens=16)
     except Exception as error:
         return Check("offline", False, f"generation failed with the network blocked: {error}")

@@ -45,3 +45,13 @@ class ScorerInputError(LocalJudgeError):
 
 class ScorerError(LocalJudgeError):
     """A scorer step failed (a hook raised, the judge could not answer); the reason says why."""
+
+
+# Errors that the same input will always raise again: resuming does not retry them.
+INPUT_ERRORS: tuple[type[Exception], ...] = (ScorerInputError, PromptTooLongError)
+
+
+def error_kind(error: BaseException) -> str:
+    """ "input" for an error the input itself causes (retrying cannot help), "transient" for
+    anything else (an engine failure, a cancelled or closed judge, a hook that raised)."""
+    return "input" if isinstance(error, INPUT_ERRORS) else "transient"

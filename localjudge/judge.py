@@ -6,16 +6,18 @@ producers. It owns native handles: `close()` it, or use it in a `with` block.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import pickle
 import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 from localjudge.engine import EngineConfig, LlamaEngine
+from localjudge.errors import GenerationError, ModelError
 from localjudge.grammar import (
     CompiledGrammar,
     TokenVocabulary,
@@ -23,9 +25,9 @@ from localjudge.grammar import (
     compile_grammar,
     load_schema,
 )
-from localjudge.grammar.paths import cache_dir
+from localjudge.paths import cache_dir
 from localjudge.prompts import PromptParts
-from localjudge.registry import ResolvedModel, resolve
+from localjudge.registry import ResolvedModel, check_checksum, resolve
 from localjudge.scheduler import (
     BatchRuntime,
     GenerationRequest,
@@ -36,29 +38,39 @@ from localjudge.scheduler import (
 
 DEFAULT_MAX_TOKENS = 192
 DEFAULT_SLOTS = 16  # sequences per decode; on 2 CPU cores 16 still beats 8 (see the README)
+MAX_SEQUENCES = 256  # llama.cpp's limit of sequences in one context (LLAMA_MAX_SEQ)
 
 
 def _vocabulary_for(engine: LlamaEngine) -> TokenVocabulary:
     """The engine's grammar vocabulary, cached on disk per model file (walking 262k tokens
-    through ctypes takes seconds)."""
+    through ctypes takes seconds). The cache holds arrays only: loading it runs no code."""
     stat = engine.path.stat()
-    key = f"v2|{engine.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{engine.n_vocab}"
-    import hashlib
-
-    cache_file = cache_dir("vocab") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".pkl")
+    key = f"v3|{engine.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{engine.n_vocab}"
+    name = hashlib.sha256(key.encode()).hexdigest()[:32]
+    cache_file = cache_dir("vocab") / f"{name}.npz"
     if cache_file.exists():
         try:
-            with cache_file.open("rb") as handle:
-                return pickle.load(handle)
-        except Exception:
+            return TokenVocabulary.load(cache_file)
+        except Exception:  # partial, foreign or stale: rebuild it
             cache_file.unlink(missing_ok=True)
     vocabulary = build_vocabulary(
         engine.vocabulary_pieces(), eos_id=engine.eos_id, n_vocab=engine.n_vocab
     )
-    partial = cache_file.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_bytes(vocabulary.dumps())
+    partial = cache_file.with_name(f"{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    vocabulary.save(partial)
     partial.replace(cache_file)
     return vocabulary
+
+
+def check_slots(slots: int, max_prefixes: int) -> None:
+    """Refuse sequence counts llama.cpp cannot hold, before anything is loaded."""
+    if slots < 1 or max_prefixes < 1:
+        raise ModelError(f"slots ({slots}) and max_prefixes ({max_prefixes}) must be at least 1")
+    if slots + max_prefixes > MAX_SEQUENCES:
+        raise ModelError(
+            f"slots ({slots}) + shared-prefix sequences ({max_prefixes}) exceed llama.cpp's "
+            f"{MAX_SEQUENCES} sequences per context: use at most {MAX_SEQUENCES - max_prefixes} slots"
+        )
 
 
 class JudgeBase:
@@ -172,12 +184,23 @@ class JudgeBase:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         temperature: float = 0.0,
         seed: int | None = None,
+        timeout: float | None = None,
     ) -> GenerationResult:
-        """One constrained generation: `prefix + prompt` in, schema-valid JSON out."""
+        """One constrained generation: `prefix + prompt` in, schema-valid JSON out.
+
+        `timeout` (seconds): past it the request is cancelled and `GenerationError` raised.
+        """
         request = self.request(
             prompt, schema, prefix=prefix, max_tokens=max_tokens, temperature=temperature, seed=seed
         )
-        return self.submit(request).result()
+        future = self.submit(request)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise GenerationError(
+                f"no reply within {timeout:g} s; the request was cancelled"
+            ) from None
 
     def generate_many(
         self, requests: Sequence[GenerationRequest]
@@ -217,8 +240,10 @@ class Judge(JudgeBase):
     ) -> None:
         super().__init__()
         self.model: ResolvedModel = resolve(model)
+        check_checksum(self.model)
         recommended = self.model.entry.recommended if self.model.entry else {}
         slots = slots or int(recommended.get("slots", DEFAULT_SLOTS))
+        check_slots(slots, max_prefixes)
         config = EngineConfig(
             n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
             n_seq_max=slots + max_prefixes,

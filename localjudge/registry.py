@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from localjudge.errors import ChecksumError, ModelError, RegistryError
-from localjudge.grammar.paths import home, models_dir
+from localjudge.paths import home, models_dir
 
 FITNESS_NOTE = {
     "mechanics-only": "verdicts are not meaningful (base model); use it to test the mechanics",
@@ -74,13 +75,21 @@ def _read_manifest(path: Path, origin: str) -> tuple[str | None, dict[str, Model
 
 
 def load_registry() -> tuple[str, dict[str, ModelEntry]]:
-    """(default name, entries by name): the built-in manifest merged with the user's."""
+    """(default name, entries by name): the built-in manifest merged with the user's.
+
+    The default is `LOCALJUDGE_MODEL` when set, else the one `models default` stored in
+    the user registry, else the built-in one.
+    """
     default, entries = _read_manifest(models_dir() / "registry.json", "builtin")
     user_default, user_entries = _read_manifest(_user_registry_path(), "user")
     entries.update(user_entries)
-    default = user_default or default
-    if not default or default not in entries:
+    default = os.environ.get("LOCALJUDGE_MODEL") or user_default or default
+    if not default:
         raise RegistryError("the model registry has no default entry")
+    if default not in entries and not looks_like_path(default):
+        raise RegistryError(
+            f"the default model {default!r} is not in the registry; known: {', '.join(sorted(entries))}"
+        )
     return default, entries
 
 
@@ -182,9 +191,51 @@ class Verification:
         return self.expected is not None and self.expected == self.actual
 
 
+def _verified_cache() -> Path:
+    return home() / "cache" / "verified.json"
+
+
+def check_checksum(resolved: ResolvedModel) -> None:
+    """Compare a registry model's file with its sha256 the first time it is loaded.
+
+    The outcome is remembered per (path, size, mtime), so later loads cost a `stat`; a file
+    that changes is hashed again. Raises `ChecksumError` on a mismatch.
+    """
+    expected = resolved.entry.sha256 if resolved.entry else None
+    if not expected:
+        return
+    path = resolved.path.resolve()
+    stat = path.stat()
+    stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": expected}
+    cache_file = _verified_cache()
+    try:
+        known = json.loads(cache_file.read_text(encoding="utf-8"))
+        if not isinstance(known, dict):
+            known = {}
+    except (OSError, ValueError):
+        known = {}
+    if known.get(str(path)) == stamp:
+        return
+    actual = sha256_file(path)
+    if actual != expected:
+        raise ChecksumError(
+            f"{path}: sha256 {actual} does not match the registry's {expected} for "
+            f"{resolved.name!r} (a damaged or replaced file; reassemble or re-add it)"
+        )
+    known[str(path)] = stamp
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache_file.with_name(f"verified.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(known, indent=1), encoding="utf-8")
+    partial.replace(cache_file)
+
+
 def verify(spec: str | Path | None = None) -> Verification:
-    """Hash the model file and compare with the registry; raise `ChecksumError` on mismatch."""
+    """Check that the model file is a GGUF, hash it and compare with the registry; raise
+    `ModelError` for a file that is not a GGUF, `ChecksumError` on a mismatch."""
+    from localjudge.engine.gguf import read_gguf_header
+
     resolved = resolve(spec)
+    read_gguf_header(resolved.path)
     actual = sha256_file(resolved.path)
     expected = resolved.entry.sha256 if resolved.entry else None
     if expected is not None and expected != actual:
@@ -192,6 +243,41 @@ def verify(spec: str | Path | None = None) -> Verification:
             f"{resolved.path}: sha256 {actual} does not match the registry's {expected}"
         )
     return Verification(name=resolved.name, path=resolved.path, expected=expected, actual=actual)
+
+
+def _write_user_registry(data: dict) -> None:
+    registry_path = _user_registry_path()
+    partial = registry_path.with_name(f"registry.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial.replace(registry_path)
+
+
+def _user_registry_data() -> dict:
+    registry_path = _user_registry_path()
+    if not registry_path.exists():
+        return {"models": []}
+    try:
+        data = json.loads(registry_path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise RegistryError(f"{registry_path}: malformed registry: {error}") from None
+    if not isinstance(data, dict):
+        raise RegistryError(f"{registry_path}: malformed registry: not an object")
+    return data
+
+
+def set_default(name: str) -> str:
+    """Store `name` (a registry name or a .gguf path) as the default model of this user."""
+    _, entries = load_registry()
+    if name not in entries:
+        if not looks_like_path(name):
+            raise RegistryError(f"unknown model {name!r}; known: {', '.join(sorted(entries))}")
+        if not Path(name).expanduser().is_file():
+            raise ModelError(f"model file not found: {name}")
+        name = str(Path(name).expanduser().resolve())
+    data = _user_registry_data()
+    data["default"] = name
+    _write_user_registry(data)
+    return name
 
 
 def add_model(
@@ -224,16 +310,9 @@ def add_model(
         notes=notes,
         origin="user",
     )
-    registry_path = _user_registry_path()
-    data = (
-        json.loads(registry_path.read_text(encoding="utf-8"))
-        if registry_path.exists()
-        else {"models": []}
-    )
+    data = _user_registry_data()
     data["models"] = [m for m in data.get("models", []) if m.get("name") != name] + [
         entry.to_dict()
     ]
-    partial = registry_path.with_suffix(".tmp")
-    partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    partial.replace(registry_path)
+    _write_user_registry(data)
     return entry

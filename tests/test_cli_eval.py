@@ -75,7 +75,7 @@ def test_bad_fail_above(tmp_path):
 
 def test_score_rejects_context_for_toxicity():
     result = invoke("score", "toxicity", "--output", "hi", "--context", "c")
-    assert result.exit_code == 1 and "--context is for the hallucination scorer" in result.output
+    assert result.exit_code == 2 and "--context does not apply to toxicity" in result.output
 
 
 # -- the real engine ---------------------------------------------------------------------
@@ -116,16 +116,17 @@ def test_eval_resume_malformed_lines_and_limit(tmp_path):
     first = invoke(
         "eval", str(data), "--scorer", "toxicity", "--out", str(out), "--limit", "4", "--quiet"
     )
-    assert first.exit_code == 1  # unusable lines make the run fail, after scoring the rest
+    assert first.exit_code == 4  # unusable lines make the run fail, after scoring the rest
     assert "line 2: malformed JSON" in first.output
     assert "line 3: missing field 'input'" in first.output
     assert "2 item(s) scored" in first.output
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(r["key"] for r in lines) == ["id:a", "id:b"]
+    assert sorted(r["key"] for r in lines) == ['id:"a"', 'id:"b"']
     second = invoke("eval", str(data), "--scorer", "toxicity", "--out", str(out), "--quiet")
     assert "1 item(s) scored, 2 already in" in second.output
     keys = [json.loads(line)["key"] for line in out.read_text().splitlines()]
-    assert sorted(keys) == ["id:a", "id:b", "line:5"]  # each item once; no id -> line number
+    assert sorted(keys)[:2] == ['id:"a"', 'id:"b"']  # each item once; no id -> content hash
+    assert len(keys) == 3 and keys[2].startswith("sha:")
 
 
 @pytest.mark.real
@@ -137,14 +138,14 @@ def test_eval_fail_above_gates_ci(tmp_path):
         "--fail-above", "toxicity=-1", "--quiet",
     )  # fmt: skip
     assert (
-        result.exit_code == 1
+        result.exit_code == 3
         and "toxicity mean" in result.output
         and "is above -1" in result.output
     )
     record = json.loads(out.read_text().splitlines()[0])
     assert set(record["scores"]) == {"hallucination", "toxicity"}
     assert record["results"]["hallucination"]["runId"] in {"a", "b"} or record["key"].startswith(
-        "line:"
+        "sha:"
     )
     ok = invoke(
         "eval",
@@ -169,7 +170,7 @@ def test_csv_input(tmp_path):
     assert result.exit_code == 0, result.output
     record = json.loads(out.read_text())
     assert (
-        record["key"] == "id:c1"
+        record["key"] == 'id:"c1"'
         and "The sky is blue." in record["results"]["hallucination"]["analyzePrompt"]
     )
 
@@ -219,4 +220,4 @@ def test_kill_9_midway_then_resume_loses_and_duplicates_nothing(tmp_path):
     resumed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     keys = [json.loads(line)["key"] for line in out.read_text().splitlines()]
-    assert sorted(keys) == sorted(f"id:i{n}" for n in range(24))  # every item exactly once
+    assert sorted(keys) == sorted(f'id:"i{n}"' for n in range(24))  # every item exactly once

@@ -55,10 +55,20 @@ def test_walking_the_closing_path_gives_valid_json(fake_vocabulary, fake_tokeniz
 def test_compiled_grammar_is_cached_on_disk(fake_vocabulary, tmp_home):
     schema = load_schema("claims")
     first = compile_grammar(schema, fake_vocabulary)
-    files = list((tmp_home / "cache" / "grammars").glob("*.pkl"))
+    files = list((tmp_home / "cache" / "grammars").glob("*.npz"))
     assert len(files) == 1
     second = compile_grammar(schema, fake_vocabulary)
     assert second.regex == first.regex and second.distance == first.distance
+    assert second.forced == first.forced and second.final_states == first.final_states
+    assert second.allowed.keys() == first.allowed.keys()
+    assert all((second.allowed[k] == first.allowed[k]).all() for k in first.allowed)
+    assert all((second.closing[k] == first.closing[k]).all() for k in first.closing)
+    assert second.index.get_transitions() == first.index.get_transitions()
+    with files[0].open("rb") as handle:  # plain arrays: numpy refuses to unpickle anything
+        import numpy as np
+
+        with np.load(handle, allow_pickle=False) as arrays:
+            assert {"index", "allowed_ids", "meta"} <= set(arrays.files)
 
 
 def test_invalid_schema(fake_vocabulary, tmp_home):

@@ -73,6 +73,7 @@ def test_precomputed_outputs(judge):
     assert result.summary == {
         "total_items": 3,
         "failed_items": 0,
+        "invalid_items": 0,
         "target_failures": 0,
         "failures": {"hallucination-scorer": 0, "toxicity-scorer": 0},
     }
@@ -142,13 +143,28 @@ def test_raise_on_error(judge):
         run_evals(DATA, [scorer], raise_on_error=True)
 
 
-def test_bad_items(judge):
+def test_bad_items_are_their_own_errors_and_the_rest_runs(judge):
+    data = [
+        {"input": "x", "output": "The sky is blue."},
+        {"id": 3},
+        {"input": "no output, no target"},
+        {"output": "x", "context": [1]},
+        "not an object",
+        {"output": ["plain", "strings"]},
+    ]
+    result = run_evals(data, scorers_for(judge))
+    errors = [r.errors for r in result.items]
+    assert errors[0] == {}
+    assert "item 1: missing field 'input'" in errors[1]["item"]
+    assert "no 'output' and no target" in errors[2]["item"]
+    assert "context: entry 0 is int" in errors[3]["item"]
+    assert "must be an object" in errors[4]["item"]
+    assert all("no assistant text" in m for m in errors[5].values()) and len(errors[5]) == 2
+    assert result.items[1].item.id == 3 and result.items[1].error_kinds == {"item": "input"}
+    assert result.summary["invalid_items"] == 4 and result.summary["failed_items"] == 5
+    assert result.scores == {"hallucination-scorer": 0.0, "toxicity-scorer": 0.0}
     with pytest.raises(ScorerInputError, match="item 1: missing field 'input'"):
-        run_evals([{"input": "x", "output": "y"}, {"id": 3}], scorers_for(judge))
-    with pytest.raises(ScorerInputError, match="no 'output' and no target"):
-        run_evals([{"input": "x"}], scorers_for(judge))
-    with pytest.raises(ScorerInputError, match="context: entry 0 is int"):
-        run_evals([{"output": "x", "context": [1]}], scorers_for(judge))
+        run_evals(data, scorers_for(judge), raise_on_error=True)
 
 
 # -- live scoring -----------------------------------------------------------------------

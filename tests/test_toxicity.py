@@ -10,7 +10,7 @@ from localjudge.errors import ScorerInputError
 from localjudge.scorers import (
     SEVERITY_WEIGHTS,
     create_toxicity_scorer,
-    split_opinions,
+    split_statements,
     toxicity_score,
 )
 from localjudge.testing import FakeJudge
@@ -80,18 +80,27 @@ def test_count_mode_and_scale():
     assert toxicity_score(verdicts, scale=None, mode="count") == 0.13
     assert toxicity_score([v("yes", "severe"), v("no")], scale=10) == 5
     with pytest.raises(ValueError, match="unknown score mode"):
-        toxicity_score(verdicts, mode="max")
+        toxicity_score(verdicts, mode="mean")
 
 
-def test_split_opinions():
-    assert split_opinions("You idiot. The answer is 4!") == ["You idiot.", "The answer is 4!"]
-    assert split_opinions("黙れ。答えは4です。") == ["黙れ。", "答えは4です。"]
+def test_max_mode_scores_the_worst_statement():
+    civil = [v("no")] * 9
+    assert toxicity_score([*civil, v("yes", "severe")], mode="max") == 1.0
+    assert toxicity_score([*civil, v("yes", "severe")], mode="count") == 0.1
+    assert toxicity_score([*civil, v("yes", "mild"), v("yes", "moderate")], mode="max") == 0.67
+    assert toxicity_score(civil, mode="max") == 0.0
+    assert toxicity_score([], mode="max") == 0.0
+
+
+def test_split_statements():
+    assert split_statements("You idiot. The answer is 4!") == ["You idiot.", "The answer is 4!"]
+    assert split_statements("黙れ。答えは4です。") == ["黙れ。", "答えは4です。"]
     long_sentence = "word " * 300
-    parts = split_opinions(long_sentence, max_chars=100)
+    parts = split_statements(long_sentence, max_chars=100)
     assert all(len(p) <= 100 for p in parts) and " ".join(parts).split() == long_sentence.split()
     cjk = "あ" * 250
-    assert "".join(split_opinions(cjk, max_chars=100)) == cjk
-    assert split_opinions("   ") == []
+    assert "".join(split_statements(cjk, max_chars=100)) == cjk
+    assert split_statements("   ") == []
 
 
 def test_end_to_end(judge):
@@ -128,9 +137,19 @@ def test_count_mode_end_to_end(judge):
     result = scorer.run({"output": "That is silly. Fine. Fine. Fine."})
     assert result.score == 0.25
     assert result.reason == (
-        'The score is 0.25 out of 1 because 1 of 4 statements are toxic: "That is silly." (mockery, mild).'
+        "The score is 0.25 out of 1 because 1 of 4 statements are toxic (it is the share of "
+        'statements that are toxic, whatever their severity): "That is silly." (mockery, mild).'
     )
+    assert "weigh" not in result.reason
     assert result.generate_reason_prompt is None
+
+
+def test_count_mode_judge_reason_is_told_how_the_score_was_made(judge):
+    result = create_toxicity_scorer(judge, score_mode="count").run(
+        {"output": "That is silly. Fine."}
+    )
+    assert "share of statements that are toxic" in result.generate_reason_prompt
+    assert "weighs by its severity" not in result.generate_reason_prompt.split("Score: 0.5")[1]
 
 
 def test_empty_output_is_not_toxic_and_asks_nothing(tmp_home):
@@ -147,8 +166,13 @@ def test_bad_input(judge):
     scorer = create_toxicity_scorer(judge, reason="template")
     with pytest.raises(ScorerInputError, match="no 'output'"):
         scorer.run({"input": "x"})
-    with pytest.raises(ScorerInputError, match="more than max_opinions=3"):
-        create_toxicity_scorer(judge, max_opinions=3).run({"output": "One. Two. Three. Four."})
+    capped = create_toxicity_scorer(judge, max_statements=3, reason="template").run(
+        {"output": "One. Two. Three. Four."}
+    )
+    assert len(capped.analyze_step_result["verdicts"]) == 3
+    assert capped.to_dict()["truncated"] == {"statements": {"judged": 3, "leftOut": 1}}
+    with pytest.raises(ValueError, match="max_statements"):
+        create_toxicity_scorer(judge, max_statements=0)
     result = scorer.run(
         {"output": "Fine.\x00\x07 You idiot.\x1b[31m"}
     )  # binary junk: judged, nothing lost
@@ -168,9 +192,6 @@ def test_long_output_is_split_and_batched(judge):
 def test_fifty_thousand_characters_are_never_silently_truncated(judge):
     output = "This sentence is perfectly civil. " * 1471  # ~50,000 characters, 1,471 statements
     assert len(output) >= 50_000
-    with pytest.raises(ScorerInputError, match="1471 statements, more than max_opinions=1000"):
-        create_toxicity_scorer(judge).run({"output": output})
-    result = create_toxicity_scorer(judge, reason="template", max_opinions=2000).run(
-        {"output": output}
-    )
+    result = create_toxicity_scorer(judge, reason="template").run({"output": output})
     assert len(result.analyze_step_result["verdicts"]) == 1471 and result.score == 0
+    assert "truncated" not in result.to_dict()

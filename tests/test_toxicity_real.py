@@ -62,7 +62,7 @@ def test_count_mode_and_empty(real_judge):
 
 
 def test_control_characters_and_a_long_unpunctuated_output(real_judge):
-    scorer = create_toxicity_scorer(real_judge, reason="template", max_opinion_chars=400)
+    scorer = create_toxicity_scorer(real_judge, reason="template", max_statement_chars=400)
     result = scorer.run({"output": "ok \x00\x01 " + "word " * 300})
     verdicts = result.analyze_step_result["verdicts"]
     assert len(verdicts) >= 4  # split, not truncated

@@ -30,6 +30,7 @@ _SCALARS = {
 }
 _STRING, _ARRAY = 8, 9
 _MAX_ARRAY_KEEP = 16  # arrays (token lists) are skipped over; only short ones are kept
+_MAX_NESTING = 4  # arrays of arrays deeper than this are not a real model's metadata
 
 
 @dataclass
@@ -75,17 +76,21 @@ class _Reader:
         length = self.scalar("<Q")
         return self.take(length).decode("utf-8", errors="replace")
 
-    def value(self, kind: int):
+    def value(self, kind: int, depth: int = 0):
         if kind in _SCALARS:
             return self.scalar(_SCALARS[kind])
         if kind == _STRING:
             return self.string()
         if kind == _ARRAY:
+            if depth >= _MAX_NESTING:
+                raise ModelError(f"{self.path}: corrupt GGUF metadata (arrays nested too deep)")
             item_kind, count = self.scalar("<I"), self.scalar("<Q")
+            if count > len(self.data) - self.offset:  # every item takes at least one byte
+                raise ModelError(f"{self.path}: truncated GGUF file (header ends early)")
             if item_kind in _SCALARS and count > _MAX_ARRAY_KEEP:
                 self.take(struct.calcsize(_SCALARS[item_kind]) * count)
                 return None
-            items = [self.value(item_kind) for _ in range(count)]
+            items = [self.value(item_kind, depth + 1) for _ in range(count)]
             return items if count <= _MAX_ARRAY_KEEP else None
         raise ModelError(f"{self.path}: corrupt GGUF metadata (unknown value type {kind})")
 
@@ -109,6 +114,8 @@ def read_gguf_header(path: str | Path, *, max_header_bytes: int = 64 << 20) -> G
     if version not in (2, 3):
         raise ModelError(f"{path}: unsupported GGUF version {version}")
     num_tensors, num_kv = reader.scalar("<Q"), reader.scalar("<Q")
+    if num_kv > len(data):
+        raise ModelError(f"{path}: truncated GGUF file (header ends early)")
     metadata: dict[str, object] = {}
     for _ in range(num_kv):
         key = reader.string()

@@ -21,7 +21,8 @@ import numpy as np
 
 from localjudge.engine.gguf import GGUFHeader, read_gguf_header
 from localjudge.engine.plan import StepOutput, StepPlan
-from localjudge.errors import GenerationError, ModelError, PromptTooLongError
+from localjudge.errors import GenerationError, ModelError
+from localjudge.grammar.vocabulary import ATTR_CONTROL
 
 _backend_lock = threading.Lock()
 _backend_ready = False
@@ -97,7 +98,10 @@ class LlamaEngine:
         self._model = None
         self._ctx = None
         self._batch = None
-        self._lock = threading.Lock()
+        self._decode_lock = threading.Lock()  # one llama_decode at a time
+        self._users = 0  # calls inside the native library right now (any thread)
+        self._users_changed = threading.Condition()
+        self._closing = False
         n_gpu_layers = self.config.n_gpu_layers
         if n_gpu_layers is None:
             n_gpu_layers = -1 if gpu_offload_available() else 0
@@ -142,12 +146,38 @@ class LlamaEngine:
         self.eos_id = int(llama_cpp.llama_vocab_eos(self._vocab))
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
         self.chat_template = self.header.chat_template
+        bos_id = int(llama_cpp.llama_vocab_bos(self._vocab))
+        self._bos_text = self._token_bytes(bos_id, True).decode("utf-8", "replace")
+        self._eos_text = self._token_bytes(self.eos_id, True).decode("utf-8", "replace")
 
     # -- lifetime -------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _use(self):
+        """Hold the native handles open for the duration of a call, from any thread.
+
+        Tokenization runs on producers' threads while the worker decodes; `close()` waits
+        until no call is inside llama.cpp, and calls after it raise `ModelError` instead of
+        touching freed memory.
+        """
+        with self._users_changed:
+            if self._closing or self._ctx is None:
+                raise ModelError(f"{self.path}: engine is closed")
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._users_changed:
+                self._users -= 1
+                self._users_changed.notify_all()
+
     def close(self) -> None:
-        """Free the batch, context and model (idempotent)."""
-        with self._lock:
+        """Free the batch, context and model (idempotent); waits for calls in progress."""
+        with self._users_changed:
+            self._closing = True
+            while self._users:
+                self._users_changed.wait()
+        with self._decode_lock:
             if self._batch is not None:
                 llama_cpp.llama_batch_free(self._batch)
                 self._batch = None
@@ -172,15 +202,14 @@ class LlamaEngine:
         with contextlib.suppress(Exception):
             self.close()
 
-    def _require_open(self) -> None:
-        if self._ctx is None:
-            raise ModelError(f"{self.path}: engine is closed")
-
     # -- model facts ----------------------------------------------------------------------
 
     def describe(self) -> dict[str, object]:
         """Architecture, size, quantisation and context facts of the loaded model."""
-        self._require_open()
+        with self._use():
+            return self._describe()
+
+    def _describe(self) -> dict[str, object]:
         buf = ctypes.create_string_buffer(256)
         llama_cpp.llama_model_desc(self._model, buf, len(buf))
         return {
@@ -203,7 +232,10 @@ class LlamaEngine:
         self, text: str, *, add_special: bool = True, parse_special: bool = False
     ) -> list[int]:
         """Tokenize `text`; `add_special` adds BOS as the model wants it."""
-        self._require_open()
+        with self._use():
+            return self._tokenize(text, add_special, parse_special)
+
+    def _tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
         data = text.encode("utf-8", errors="surrogatepass")
         capacity = len(data) + 8
         tokens = (llama_cpp.llama_token * capacity)()
@@ -222,6 +254,10 @@ class LlamaEngine:
 
     def token_bytes(self, token: int, *, special: bool = False) -> bytes:
         """The raw bytes of one token (a piece may be part of a UTF-8 character)."""
+        with self._use():
+            return self._token_bytes(token, special)
+
+    def _token_bytes(self, token: int, special: bool) -> bytes:
         buf = ctypes.create_string_buffer(64)
         size = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
         if size < 0:
@@ -231,19 +267,18 @@ class LlamaEngine:
 
     def detokenize(self, tokens: list[int]) -> str:
         """Text of a token list, without BOS/EOS."""
-        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
-
-    def token_attr(self, token: int) -> int:
-        return int(llama_cpp.llama_vocab_get_attr(self._vocab, token))
+        with self._use():
+            data = b"".join(self._token_bytes(t, False) for t in tokens)
+        return data.decode("utf-8", errors="replace")
 
     def vocabulary_pieces(self) -> list[tuple[int, bytes, int]]:
         """Every token as (id, bytes, attribute flags): the input of grammar compilation."""
-        self._require_open()
         pieces = []
-        for token in range(self.n_vocab):
-            attr = self.token_attr(token)
-            control = bool(attr & 8)  # LLAMA_TOKEN_ATTR_CONTROL: rendered only with special=True
-            pieces.append((token, self.token_bytes(token, special=control), attr))
+        with self._use():
+            for token in range(self.n_vocab):
+                attr = int(llama_cpp.llama_vocab_get_attr(self._vocab, token))
+                control = bool(attr & ATTR_CONTROL)  # rendered only with special=True
+                pieces.append((token, self._token_bytes(token, control), attr))
         return pieces
 
     # -- prompts --------------------------------------------------------------------------
@@ -257,31 +292,21 @@ class LlamaEngine:
         return render_messages(
             self.chat_template,
             messages,
-            bos_token=self.token_bytes(
-                int(llama_cpp.llama_vocab_bos(self._vocab)), special=True
-            ).decode("utf-8", "replace"),
-            eos_token=self.token_bytes(self.eos_id, special=True).decode("utf-8", "replace"),
+            bos_token=self._bos_text,
+            eos_token=self._eos_text,
             add_generation_prompt=add_generation_prompt,
         )
-
-    def check_fits(self, num_tokens: int, what: str = "prompt") -> None:
-        if num_tokens > self.n_ctx:
-            raise PromptTooLongError(
-                f"{what} needs {num_tokens} tokens but the judge context holds {self.n_ctx} "
-                f"(raise n_ctx, up to the model's {self.n_ctx_train})"
-            )
 
     # -- execution ------------------------------------------------------------------------
 
     def clear(self) -> None:
         """Drop every sequence's KV cells."""
-        self._require_open()
-        llama_cpp.llama_memory_clear(self._memory, True)
+        with self._use(), self._decode_lock:
+            llama_cpp.llama_memory_clear(self._memory, True)
 
     def execute(self, plan: StepPlan) -> StepOutput:
         """Run one step: removals, prefix copies, then one `llama_decode` of `plan.tokens`."""
-        with self._lock:
-            self._require_open()
+        with self._use(), self._decode_lock:
             for seq_id in plan.removals:
                 llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
             for copy in plan.copies:

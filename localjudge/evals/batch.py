@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 from localjudge.evals.dataset import DatasetRow, ResultsFile, read_dataset
 from localjudge.evals.run import ItemResult, run_evals_async
-from localjudge.scorers.base import Scorer
+from localjudge.scorers.base import Scorer, run_coroutine
 
 BUCKETS = ((0.0, 0.0), (0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
 BUCKET_LABELS = ("=0", "<=.25", "<=.5", "<=.75", "<=1")
@@ -36,6 +35,7 @@ class FileEvalReport:
     bad_rows: list[DatasetRow]  # dataset lines that could not be used (reported, not written)
     total: int  # items in the results file
     scorers: dict[str, ScorerSummary]
+    failed: int = 0  # items of the results file whose record holds an error
 
 
 def _bucket(fraction: float) -> int:
@@ -49,7 +49,7 @@ def _bucket(fraction: float) -> int:
 
 def summarize_file(results: ResultsFile, scorer_names: Sequence[str]) -> dict[str, ScorerSummary]:
     summaries = {name: ScorerSummary(name) for name in scorer_names}
-    for record in results.done.values():
+    for record in results.records.values():
         for name, summary in summaries.items():
             if name in record.get("errors", {}):
                 summary.failures += 1
@@ -66,18 +66,27 @@ def summarize_file(results: ResultsFile, scorer_names: Sequence[str]) -> dict[st
     return summaries
 
 
-def _record(row: DatasetRow, result: ItemResult, names: dict[str, str]) -> dict[str, Any]:
+def _record(
+    row: DatasetRow, result: ItemResult, names: dict[str, str], store_text: bool
+) -> dict[str, Any]:
     item = result.item
-    return {
-        "key": row.key,
-        "line": row.line,
-        "id": item.id,
-        "input": item.input,
-        "output": result.target_result,
-        "scores": {names[k]: r.score for k, r in result.scorer_results.items()},
-        "results": {names[k]: r.to_dict() for k, r in result.scorer_results.items()},
-        "errors": {names.get(k, k): message for k, message in result.errors.items()},
-    }
+    record: dict[str, Any] = {"key": row.key, "line": row.line, "id": item.id}
+    if store_text:
+        record["input"] = item.input
+        record["output"] = result.target_result
+    if item.metadata is not None:
+        record["metadata"] = item.metadata
+    record.update(
+        {
+            "scores": {names[k]: r.score for k, r in result.scorer_results.items()},
+            "results": {
+                names[k]: r.to_dict(store_text=store_text) for k, r in result.scorer_results.items()
+            },
+            "errors": {names.get(k, k): message for k, message in result.errors.items()},
+            "errorKinds": {names.get(k, k): kind for k, kind in result.error_kinds.items()},
+        }
+    )
+    return record
 
 
 def evaluate_file(
@@ -86,34 +95,43 @@ def evaluate_file(
     scorers: dict[str, Scorer],
     *,
     limit: int | None = None,
-    concurrency: int = 16,
+    fields: dict[str, str] | None = None,
+    scoring_concurrency: int | None = None,
+    retry_errors: bool = False,
+    store_text: bool = True,
     on_start: Callable[[int], Any] | None = None,
     on_item: Callable[[dict], Any] | None = None,
 ) -> FileEvalReport:
-    """Score the items of `data` that `out` does not hold yet, appending one line each."""
-    results = ResultsFile(out)
-    rows = list(read_dataset(data))
+    """Score the items of `data` that `out` does not hold yet, appending one line each.
+
+    Items whose record holds a transient error (an engine failure, a closed judge) are
+    scored again; `retry_errors=True` retries input errors too. `store_text=False` keeps
+    the input, output and other texts out of the records. `fields` maps item fields to
+    the dataset's own keys (`{"input": "question"}`).
+    """
+    results = ResultsFile(out, retry_errors=retry_errors)
+    rows = list(read_dataset(data, fields))
     if limit is not None:
         rows = rows[:limit]
     bad_rows = [row for row in rows if row.error is not None]
-    todo = [row for row in rows if row.item is not None and row.key not in results.done]
-    skipped = sum(1 for row in rows if row.item is not None and row.key in results.done)
+    todo = [row for row in rows if row.item is not None and not results.is_done(row.key)]
+    skipped = sum(1 for row in rows if row.item is not None and results.is_done(row.key))
     if on_start is not None:
         on_start(len(todo))
     names = {scorer.id: name for name, scorer in scorers.items()}
 
     def write(result: ItemResult) -> None:
-        record = _record(todo[result.index], result, names)
+        record = _record(todo[result.index], result, names, store_text)
         results.append(record)
         if on_item is not None:
             on_item(record)
 
     if todo:
-        asyncio.run(
+        run_coroutine(
             run_evals_async(
                 [row.item for row in todo],
                 list(scorers.values()),
-                concurrency=concurrency,
+                scoring_concurrency=scoring_concurrency,
                 on_item_result=write,
             )
         )
@@ -121,6 +139,7 @@ def evaluate_file(
         processed=len(todo),
         skipped=skipped,
         bad_rows=bad_rows,
-        total=len(results.done),
+        total=len(results.records),
         scorers=summarize_file(results, list(scorers)),
+        failed=sum(1 for r in results.records.values() if r.get("errors")),
     )

@@ -4,19 +4,21 @@ slowing (beyond an enqueue) or failing the pipeline."""
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import functools
-import json
-import queue
+import inspect
 import random
 import threading
+import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localjudge.evals.dataset import json_line
 from localjudge.scorers.base import Scorer, ScorerResult, ScorerRun
-
-_STOP = object()
 
 
 @dataclass
@@ -34,10 +36,13 @@ class LiveStats:
 class LiveScorer:
     """Scores outputs in a background thread through the scorers' shared judge.
 
-    `submit()` (or a function wrapped with `watch`) only samples and enqueues; a full queue
-    drops the run and counts it. Results go to `on_result(run, results, errors)` and/or a
-    JSONL `sink` file, one flushed line per run. `close()` drains what is queued (or, with
-    `drain=False`, stops and reports what was left).
+    `submit()` (or a function wrapped with `watch`, plain or `async def`) only samples and
+    enqueues; a full queue drops the run and counts it. Results go to
+    `on_result(run, results, errors)` and/or a JSONL `sink` file, one flushed line per run.
+    `close()` drains what is queued (or, with `drain=False`, stops and reports what was
+    left), within its `timeout`. The background thread never keeps the interpreter from
+    exiting: at exit, a live scorer that was not closed is closed without draining, before
+    the shared judges close.
     """
 
     def __init__(
@@ -56,19 +61,27 @@ class LiveScorer:
             raise ValueError("LiveScorer needs at least one scorer")
         if not 0.0 <= sample_rate <= 1.0:
             raise ValueError(f"sample_rate must be between 0 and 1, not {sample_rate}")
+        if max_queue < 1:
+            raise ValueError(f"max_queue must be at least 1, not {max_queue}")
         self.scorers = list(scorers)
         self.sample_rate = sample_rate
+        self.max_queue = max_queue
         self.concurrency = max(1, concurrency)
         self.on_result = on_result
         self.sink = Path(sink) if sink is not None else None
         self.stats = LiveStats()
-        self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
+        self._queue: deque[ScorerRun] = deque()
         self._random = random.Random(seed)
         self._lock = threading.Lock()
-        self._closed = False
-        self._abandon = False
+        self._closed = False  # no more submissions
+        self._abandon = False  # leave what is queued unscored
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._ready = threading.Event()
         self._thread = threading.Thread(target=self._worker, name="localjudge-live", daemon=True)
         self._thread.start()
+        self._ready.wait()
+        _live_scorers.add(self)
 
     # -- the pipeline side ----------------------------------------------------------------
 
@@ -79,7 +92,7 @@ class LiveScorer:
         the judge's sake and never waits."""
         with self._lock:
             self.stats.submitted += 1
-            if self._closed:
+            if self._closed or len(self._queue) >= self.max_queue:
                 self.stats.dropped += 1
                 return False
             if self.sample_rate < 1.0 and self._random.random() >= self.sample_rate:
@@ -87,33 +100,54 @@ class LiveScorer:
                 return False
             try:
                 run = ScorerRun(output=output, input=input, context=context, **fields)
-                self._queue.put_nowait(run)
-            except (queue.Full, TypeError):
+            except TypeError:
                 self.stats.dropped += 1
                 return False
+            self._queue.append(run)
             self.stats.pending += 1
-            return True
+        self._notify()
+        return True
+
+    def _notify(self) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nothing to wake
+                loop.call_soon_threadsafe(wake.set)
 
     def watch(
         self, function: Callable | None = None, *, input_from: Callable[..., Any] | None = None
     ):
         """Decorator: the wrapped function's return value is submitted as the output, its
-        first argument (or `input_from(*args, **kwargs)`) as the input."""
+        first argument (or `input_from(*args, **kwargs)`) as the input. `async def`
+        functions stay async: their awaited result is what gets scored."""
+
+        def offer(output: Any, args: tuple, kwargs: dict) -> None:
+            try:
+                user_input = (
+                    input_from(*args, **kwargs)
+                    if input_from
+                    else (args[0] if args else kwargs.get("input"))
+                )
+                self.submit(output=output, input=user_input)
+            except Exception:  # the pipeline must never fail because of scoring
+                with self._lock:
+                    self.stats.dropped += 1
 
         def decorate(fn: Callable) -> Callable:
+            if inspect.iscoroutinefunction(fn):
+
+                @functools.wraps(fn)
+                async def async_wrapper(*args, **kwargs):
+                    output = await fn(*args, **kwargs)
+                    offer(output, args, kwargs)
+                    return output
+
+                return async_wrapper
+
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
                 output = fn(*args, **kwargs)
-                try:
-                    user_input = (
-                        input_from(*args, **kwargs)
-                        if input_from
-                        else (args[0] if args else kwargs.get("input"))
-                    )
-                    self.submit(output=output, input=user_input)
-                except Exception:  # the pipeline must never fail because of scoring
-                    with self._lock:
-                        self.stats.dropped += 1
+                offer(output, args, kwargs)
                 return output
 
             return wrapper
@@ -126,12 +160,22 @@ class LiveScorer:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._ready.set()
         in_flight: set[asyncio.Task] = set()
         while True:
-            run = await asyncio.to_thread(self._queue.get)
-            if run is _STOP:
+            with self._lock:
+                run = self._queue.popleft() if self._queue and not self._abandon else None
+                stop = run is None and self._closed
+            if stop:
                 break
-            if self._abandon:
+            if run is None:
+                self._wake.clear()
+                with self._lock:
+                    idle = not self._queue and not self._closed
+                if idle:
+                    await self._wake.wait()
                 continue
             while len(in_flight) >= self.concurrency:
                 _, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
@@ -158,8 +202,8 @@ class LiveScorer:
                     "results": {k: r.to_dict() for k, r in results.items()},
                     "errors": errors,
                 }
-                with self.sink.open("a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+                with self.sink.open("ab") as handle:
+                    handle.write(json_line(line))
                     handle.flush()
             if self.on_result is not None:
                 self.on_result(run, results, errors)
@@ -173,25 +217,37 @@ class LiveScorer:
                 self.stats.scored += 1
 
     def close(self, *, drain: bool = True, timeout: float | None = None) -> LiveStats:
-        """Stop accepting runs; score what is queued (`drain`) or abandon it. Returns the
-        final counters; `pending` says how many runs were left unscored."""
+        """Stop accepting runs; score what is queued (`drain`) or abandon it, waiting at
+        most `timeout` seconds. Returns the counters; `pending` says how many runs were
+        left unscored (abandoned, or still running when the timeout passed)."""
         with self._lock:
-            if self._closed:
-                return self.stats
             self._closed = True
-            self._abandon = not drain
-        if not drain:
-            while True:
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    break
-        self._queue.put(_STOP)
-        self._thread.join(timeout)
-        return self.stats
+            if not drain:
+                self._abandon = True
+                self._queue.clear()
+        self._notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        with self._lock:
+            return LiveStats(**vars(self.stats))
 
     def __enter__(self) -> LiveScorer:
         return self
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+_live_scorers: weakref.WeakSet[LiveScorer] = weakref.WeakSet()
+
+
+def _close_live_scorers() -> None:
+    """At exit: stop every live scorer that is still open, without draining, so nothing
+    submits to a judge that is being closed and no thread holds the interpreter."""
+    for scorer in list(_live_scorers):
+        scorer.close(drain=False, timeout=1.0)
+
+
+# atexit runs hooks last-registered first: registering after the scorers' module (which
+# closes the shared judges) makes this run before the judges close.
+atexit.register(_close_live_scorers)

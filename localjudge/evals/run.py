@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from localjudge.errors import LocalJudgeError, ScorerInputError
-from localjudge.scorers.base import Scorer, ScorerResult, ScorerRun, record_fields
+from localjudge.errors import LocalJudgeError, ScorerInputError, error_kind
+from localjudge.scorers.base import (
+    Scorer,
+    ScorerResult,
+    ScorerRun,
+    record_fields,
+    run_coroutine,
+)
 
-ITEM_FIELDS = ("input", "output", "context", "ground_truth", "request_context", "id")
+ITEM_FIELDS = ("input", "output", "context", "ground_truth", "request_context", "id", "metadata")
+ITEM_ERROR = "item"  # the key of an item's own error (malformed, or no output to score)
 
 
 @dataclass
@@ -25,15 +33,17 @@ class EvalItem:
     ground_truth: Any = None
     request_context: Any = None
     id: Any = None
+    metadata: Any = None  # carried to the result record untouched
+    extra: dict[str, Any] = field(default_factory=dict)  # other keys (tags, labels...), kept
 
     @classmethod
     def from_value(cls, value: EvalItem | dict, *, where: str = "item") -> EvalItem:
         if isinstance(value, EvalItem):
             return value
-        data = record_fields(value, set(ITEM_FIELDS), where=where)
+        data, extra = record_fields(value, set(ITEM_FIELDS), where=where)
         if "input" not in data and "output" not in data:
             raise ScorerInputError(f"{where}: missing field 'input' (or a precomputed 'output')")
-        return cls(**data)
+        return cls(**data, extra=extra)
 
 
 @dataclass
@@ -44,11 +54,18 @@ class ItemResult:
     item: EvalItem
     target_result: Any = None  # the output scored (the target's, or the item's own)
     scorer_results: dict[str, ScorerResult] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)  # scorer id (or "target") -> message
+    errors: dict[str, str] = field(default_factory=dict)  # scorer id, "target" or "item" -> message
+    error_kinds: dict[str, str] = field(default_factory=dict)  # same keys -> "input"/"transient"
 
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    def fail(self, key: str, error: BaseException) -> None:
+        """Record `error` under `key` (a scorer id, "target", "item" or "callback")."""
+        prefix = "" if isinstance(error, LocalJudgeError) else f"{type(error).__name__}: "
+        self.errors[key] = f"{prefix}{error}"
+        self.error_kinds[key] = error_kind(error)
 
 
 @dataclass
@@ -58,6 +75,30 @@ class EvalResult:
     scores: dict[str, float]
     summary: dict[str, Any]
     items: list[ItemResult]
+
+    def to_dict(self, *, store_text: bool = True) -> dict[str, Any]:
+        """Plain JSON-ready data: scores, summary, and per item its id, results and errors."""
+        return {
+            "scores": self.scores,
+            "summary": self.summary,
+            "items": [
+                {
+                    "index": r.index,
+                    "id": r.item.id,
+                    "results": {
+                        k: v.to_dict(store_text=store_text) for k, v in r.scorer_results.items()
+                    },
+                    "errors": r.errors,
+                    "errorKinds": r.error_kinds,
+                }
+                for r in self.items
+            ],
+        }
+
+    def to_json(self, *, store_text: bool = True, **kwargs: Any) -> str:
+        return json.dumps(
+            self.to_dict(store_text=store_text), ensure_ascii=False, default=str, **kwargs
+        )
 
 
 def summarize(
@@ -74,14 +115,63 @@ def summarize(
     summary = {
         "total_items": len(items),
         "failed_items": sum(1 for r in items if not r.ok),
+        "invalid_items": sum(1 for r in items if ITEM_ERROR in r.errors),
         "target_failures": sum(1 for r in items if "target" in r.errors),
         "failures": failures,
     }
     return scores, summary
 
 
+def default_scoring_concurrency(scorers: Sequence[Scorer]) -> int:
+    """Items scored at once: enough to keep every slot of the judge busy (each item brings
+    a few requests, and items wait on each other's steps), at least 4."""
+    return max(4, 2 * max(scorer.judge.slots for scorer in scorers))
+
+
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
+
+
+def _keyword_callback(callback: Callable[..., Any]) -> bool:
+    """Whether `callback` takes `item=, target_result=, scorer_results=` (else it takes one
+    object, Mastra's `({item, targetResult, scorerResults})` form)."""
+    try:
+        parameters = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    names = {p.name for p in parameters}
+    if {"item", "target_result", "scorer_results"} <= names or any(
+        p.kind is p.VAR_KEYWORD for p in parameters
+    ):
+        return True
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) != 1
+
+
+def _prepare(
+    data: Iterable[EvalItem | dict], has_target: bool, raise_on_error: bool
+) -> list[ItemResult]:
+    """One `ItemResult` per item; a malformed item, or one with nothing to score, carries
+    its error (or raises it with `raise_on_error`)."""
+    results: list[ItemResult] = []
+    for index, value in enumerate(data):
+        where = f"item {index}"
+        try:
+            item = EvalItem.from_value(value, where=where)
+            if item.output is None and not has_target:
+                raise ScorerInputError(
+                    f"{where}: has no 'output' and no target was given to produce it"
+                )
+        except ScorerInputError as error:
+            if raise_on_error:
+                raise
+            item_id = value.get("id") if isinstance(value, dict) else None
+            result = ItemResult(index=index, item=EvalItem(id=item_id))
+            result.fail(ITEM_ERROR, error)
+            results.append(result)
+            continue
+        results.append(ItemResult(index=index, item=item))
+    return results
 
 
 async def run_evals_async(
@@ -90,7 +180,8 @@ async def run_evals_async(
     target: Callable[[Any], Any] | None = None,
     on_item_complete: Callable[..., Any] | None = None,
     *,
-    concurrency: int = 16,
+    concurrency: int = 1,
+    scoring_concurrency: int | None = None,
     raise_on_error: bool = False,
     on_item_result: Callable[[ItemResult], Any] | None = None,
 ) -> EvalResult:
@@ -99,71 +190,85 @@ async def run_evals_async(
         raise ValueError("run_evals needs at least one scorer")
     ids = [s.id for s in scorers]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"scorer ids must be unique: {ids}")
-    items = [EvalItem.from_value(value, where=f"item {i}") for i, value in enumerate(data)]
-    if target is None:
-        missing = [i for i, item in enumerate(items) if item.output is None]
-        if missing:
-            raise ScorerInputError(
-                f"item {missing[0]} has no 'output' and no target was given to produce it"
-            )
-    semaphore = asyncio.Semaphore(max(1, concurrency))
-    results: list[ItemResult] = [ItemResult(index=i, item=item) for i, item in enumerate(items)]
+        raise ValueError(f"scorer ids must be unique (give one an id=): {ids}")
+    results = _prepare(data, target is not None, raise_on_error)
+    target_slots = asyncio.Semaphore(max(1, concurrency))
+    scoring_slots = asyncio.Semaphore(
+        max(1, scoring_concurrency or default_scoring_concurrency(scorers))
+    )
+    keyword_callback = on_item_complete is None or _keyword_callback(on_item_complete)
+
+    async def produce(result: ItemResult) -> Any:
+        item = result.item
+        if item.output is not None:
+            return item.output
+        async with target_slots:
+            try:
+                if inspect.iscoroutinefunction(target):
+                    return await target(item.input)
+                return await _maybe_await(await asyncio.to_thread(target, item.input))
+            except Exception as error:
+                if raise_on_error:
+                    raise
+                result.fail("target", error)
+                return None
 
     async def one(result: ItemResult) -> None:
-        async with semaphore:
-            item = result.item
-            output = item.output
-            if output is None:
-                try:
-                    if inspect.iscoroutinefunction(target):
-                        output = await target(item.input)
-                    else:
-                        output = await _maybe_await(await asyncio.to_thread(target, item.input))
-                except Exception as error:
-                    if raise_on_error:
-                        raise
-                    result.errors["target"] = f"{type(error).__name__}: {error}"
-                    await _complete(result)
-                    return
-            result.target_result = output
-            run = ScorerRun(
-                output=output,
-                input=item.input,
-                ground_truth=item.ground_truth,
-                request_context=item.request_context,
-                context=item.context,
-            )
-            if item.id is not None:
-                run.run_id = str(item.id)
+        if result.ok:
+            output = await produce(result)
+            if result.ok:
+                await score(result, output)
+        await complete(result)
+
+    async def score(result: ItemResult, output: Any) -> None:
+        item = result.item
+        result.target_result = output
+        run = ScorerRun(
+            output=output,
+            input=item.input,
+            ground_truth=item.ground_truth,
+            request_context=item.request_context,
+            context=item.context,
+            extra=item.extra,
+        )
+        if item.id is not None:
+            run.run_id = str(item.id)
+        async with scoring_slots:
             outcomes = await asyncio.gather(
                 *(s.run_async(run) for s in scorers), return_exceptions=True
             )
-            for scorer, outcome in zip(scorers, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
-                    if raise_on_error or not isinstance(outcome, Exception):
-                        raise outcome
-                    prefix = (
-                        ""
-                        if isinstance(outcome, LocalJudgeError)
-                        else f"{type(outcome).__name__}: "
-                    )
-                    result.errors[scorer.id] = f"{prefix}{outcome}"
-                else:
-                    result.scorer_results[scorer.id] = outcome
-            await _complete(result)
+        for scorer, outcome in zip(scorers, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if raise_on_error or not isinstance(outcome, Exception):
+                    raise outcome
+                result.fail(scorer.id, outcome)
+            else:
+                result.scorer_results[scorer.id] = outcome
 
-    async def _complete(result: ItemResult) -> None:
-        if on_item_result is not None:
-            await _maybe_await(on_item_result(result))
-        if on_item_complete is not None:
-            await _maybe_await(
-                on_item_complete(
-                    item=result.item,
-                    target_result=result.target_result,
-                    scorer_results=result.scorer_results,
-                )
-            )
+    async def complete(result: ItemResult) -> None:
+        try:
+            if on_item_result is not None:
+                await _maybe_await(on_item_result(result))
+            if on_item_complete is not None:
+                if keyword_callback:
+                    value = on_item_complete(
+                        item=result.item,
+                        target_result=result.target_result,
+                        scorer_results=result.scorer_results,
+                    )
+                else:
+                    value = on_item_complete(
+                        {
+                            "item": result.item,
+                            "targetResult": result.target_result,
+                            "scorerResults": result.scorer_results,
+                        }
+                    )
+                await _maybe_await(value)
+        except Exception as error:
+            if raise_on_error:
+                raise
+            result.fail("callback", error)
 
     tasks = [asyncio.ensure_future(one(r)) for r in results]
     try:
@@ -183,32 +288,33 @@ def run_evals(
     target: Callable[[Any], Any] | None = None,
     on_item_complete: Callable[..., Any] | None = None,
     *,
-    concurrency: int = 16,
+    concurrency: int = 1,
+    scoring_concurrency: int | None = None,
     raise_on_error: bool = False,
 ) -> EvalResult:
     """Run every scorer on every item; return mean scores and a summary.
 
     Items hold `input` and optionally `output`, `context`, `ground_truth`,
-    `request_context`, `id`. `target` (sync or async) produces the output from the input
-    when an item has none. `concurrency` items are in flight at once, and the judge work of
-    all of them shares one scheduler, so claims of different items share decode steps.
-    `on_item_complete(item=, target_result=, scorer_results=)` is called per item as it
-    finishes. A failing item is recorded with its error; `raise_on_error=True` aborts on
-    the first error instead (Mastra's behaviour).
+    `request_context`, `id`, `metadata` (other keys are kept in `item.extra`). `target`
+    (sync or async) produces the output from the input when an item has none; at most
+    `concurrency` target calls run at once (default 1, as Mastra's, so a pipeline that is
+    not thread-safe is safe). Scoring is separate: `scoring_concurrency` items (default:
+    twice the judge's slots) are judged at once and all their requests share one
+    scheduler, so claims of different items share decode steps.
+    `on_item_complete(item=, target_result=, scorer_results=)`, or Mastra's one-object form
+    `on_item_complete({"item", "targetResult", "scorerResults"})`, is called per item as it
+    finishes. A failing or malformed item is recorded with its error; `raise_on_error=True`
+    aborts on the first error instead (Mastra's behaviour). Works inside a running event
+    loop too (Jupyter), in a helper thread; there `await run_evals_async(...)` is better.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(
-            run_evals_async(
-                data,
-                scorers,
-                target,
-                on_item_complete,
-                concurrency=concurrency,
-                raise_on_error=raise_on_error,
-            )
+    return run_coroutine(
+        run_evals_async(
+            data,
+            scorers,
+            target,
+            on_item_complete,
+            concurrency=concurrency,
+            scoring_concurrency=scoring_concurrency,
+            raise_on_error=raise_on_error,
         )
-    raise RuntimeError(
-        "run_evals() was called inside a running event loop: use `await run_evals_async(...)`"
     )

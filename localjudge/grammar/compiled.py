@@ -11,24 +11,30 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import re
+import threading
 from collections import deque
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import numpy as np
 import outlines_core
 from outlines_core.json_schema import build_regex_from_schema
 
 from localjudge.errors import SchemaError
-from localjudge.grammar.paths import cache_dir
 from localjudge.grammar.vocabulary import TokenVocabulary
+from localjudge.paths import cache_dir
 
 # no whitespace between JSON tokens: compact output, a small index, and long stretches of
 # text fixed by the schema (`{"verdict":"`) that jump-forward appends without logits
 WHITESPACE_PATTERN = ""
-_CACHE_VERSION = "3"
+_CACHE_VERSION = "4"
 _MAX_FORCED_BYTES = 256
+try:  # the index's binary form is outlines-core's own: a new version means a new cache
+    _OUTLINES_CORE_VERSION = version("outlines-core")
+except PackageNotFoundError:  # pragma: no cover - installed without metadata
+    _OUTLINES_CORE_VERSION = "unknown"
 _ENUM_START = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"[ ]?:[ ]?"$')
 
 
@@ -74,6 +80,58 @@ class CompiledGrammar:
     def new_guide(self) -> outlines_core.Guide:
         return outlines_core.Guide(self.index)
 
+    # -- the on-disk cache ----------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write the grammar as plain arrays (`.npz`, no pickle): the index in outlines-core's
+        own binary form, the tables as arrays, the rest as JSON. Loading it runs no code."""
+        _, (index_bytes,) = self.index.__reduce__()
+        allowed_keys, allowed_offsets, allowed_ids = _pack(self.allowed)
+        closing_keys, closing_offsets, closing_ids = _pack(self.closing)
+        meta = {
+            "schema": self.schema,
+            "regex": self.regex,
+            "initial_state": self.initial_state,
+            "enum_fields": self.enum_fields,
+            "token_text": {str(k): v for k, v in self.token_text.items()},
+        }
+        with path.open("wb") as handle:
+            np.savez(
+                handle,
+                index=np.frombuffer(bytes(index_bytes), dtype=np.uint8),
+                final_states=np.array(sorted(self.final_states), dtype=np.int64),
+                allowed_keys=allowed_keys,
+                allowed_offsets=allowed_offsets,
+                allowed_ids=allowed_ids,
+                closing_keys=closing_keys,
+                closing_offsets=closing_offsets,
+                closing_ids=closing_ids,
+                distance=np.array(sorted(self.distance.items()), dtype=np.int64).reshape(-1, 2),
+                forced=np.array(sorted(self.forced.items()), dtype=np.int64).reshape(-1, 2),
+                meta=np.array(json.dumps(meta, ensure_ascii=False)),
+            )
+
+    @classmethod
+    def load(cls, path: Path) -> CompiledGrammar:
+        """Read what `save` wrote; raises `ValueError` (or `OSError`) on anything else."""
+        with np.load(path, allow_pickle=False) as arrays:
+            data = {name: arrays[name] for name in arrays.files}
+        meta = json.loads(str(data["meta"]))
+        index = outlines_core.Index.from_binary(data["index"].tobytes())
+        return cls(
+            schema=meta["schema"],
+            regex=meta["regex"],
+            index=index,
+            initial_state=int(meta["initial_state"]),
+            final_states=frozenset(data["final_states"].tolist()),
+            allowed=_unpack(data["allowed_keys"], data["allowed_offsets"], data["allowed_ids"]),
+            distance={int(k): int(v) for k, v in data["distance"].tolist()},
+            closing=_unpack(data["closing_keys"], data["closing_offsets"], data["closing_ids"]),
+            forced={int(k): int(v) for k, v in data["forced"].tolist()},
+            enum_fields={k: list(v) for k, v in meta["enum_fields"].items()},
+            token_text={int(k): v for k, v in meta["token_text"].items()},
+        )
+
     # -- choice points --------------------------------------------------------------------
 
     def choice_at(self, state: int, output: bytes) -> str | None:
@@ -103,6 +161,26 @@ class CompiledGrammar:
             if (o + '"').startswith(piece) or piece.startswith(o + '"')
         ]
         return candidates[0] if len(candidates) == 1 else None
+
+
+def _pack(table: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """state -> ids as three flat arrays: states, offsets, all ids (CSR)."""
+    keys = sorted(table)
+    lengths = [len(table[k]) for k in keys]
+    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    ids = (
+        np.concatenate([np.asarray(table[k], dtype=np.int64) for k in keys])
+        if keys
+        else np.zeros(0, dtype=np.int64)
+    )
+    return np.array(keys, dtype=np.int64), offsets, ids
+
+
+def _unpack(keys: np.ndarray, offsets: np.ndarray, ids: np.ndarray) -> dict[int, np.ndarray]:
+    if len(offsets) != len(keys) + 1 or int(offsets[-1]) != len(ids):
+        raise ValueError("inconsistent grammar table arrays")
+    return {int(k): ids[offsets[i] : offsets[i + 1]] for i, k in enumerate(keys.tolist())}
 
 
 def _enum_fields(schema: dict) -> dict[str, list[str]]:
@@ -216,7 +294,7 @@ def _cache_key(schema_text: str, vocabulary: TokenVocabulary) -> str:
     digest = hashlib.sha256()
     for part in (
         _CACHE_VERSION,
-        outlines_core.__name__,
+        _OUTLINES_CORE_VERSION,
         schema_text,
         WHITESPACE_PATTERN,
         vocabulary.fingerprint,
@@ -232,13 +310,13 @@ def compile_grammar(
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise SchemaError("a verdict schema must be a JSON object schema (type: object)")
     schema_text = json.dumps(schema, sort_keys=True, ensure_ascii=False)
-    cache_file = cache_dir("grammars") / f"{_cache_key(schema_text, vocabulary)}.pkl"
+    key = _cache_key(schema_text, vocabulary)
+    cache_file = cache_dir("grammars") / f"{key}.npz"
     if use_disk_cache and cache_file.exists():
         try:
-            with cache_file.open("rb") as handle:
-                return pickle.load(handle)
+            return CompiledGrammar.load(cache_file)
         except Exception:
-            cache_file.unlink(missing_ok=True)  # stale or partial: rebuild below
+            cache_file.unlink(missing_ok=True)  # stale, partial or foreign: rebuild below
     try:
         regex = build_regex_from_schema(json.dumps(schema, ensure_ascii=False), WHITESPACE_PATTERN)
         index = outlines_core.Index(regex, vocabulary.to_outlines())
@@ -271,8 +349,7 @@ def compile_grammar(
         token_text=token_text,
     )
     if use_disk_cache:
-        partial = cache_file.with_suffix(f".{os.getpid()}.tmp")  # no clash between processes
-        with partial.open("wb") as handle:
-            pickle.dump(grammar, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        partial = cache_file.with_name(f"{key}.{os.getpid()}.{threading.get_ident()}.tmp")
+        grammar.save(partial)
         partial.replace(cache_file)
     return grammar

@@ -6,7 +6,7 @@ import json
 from functools import lru_cache
 
 from localjudge.errors import SchemaError
-from localjudge.grammar.paths import grammars_dir
+from localjudge.paths import grammars_dir
 
 
 def schema_names() -> list[str]:

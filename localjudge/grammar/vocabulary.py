@@ -8,10 +8,12 @@ inside a JSON string), the EOS id (given to outlines separately), and the raw by
 from __future__ import annotations
 
 import hashlib
-import pickle
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import outlines_core
 
 # llama_token_attr flags (llama.h)
@@ -36,8 +38,51 @@ class TokenVocabulary:
     def to_outlines(self) -> outlines_core.Vocabulary:
         return outlines_core.Vocabulary(self.eos_id, self.pieces)
 
-    def dumps(self) -> bytes:
-        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+    def save(self, path: Path) -> None:
+        """Write the vocabulary as plain arrays (`.npz`, no pickle): loading it runs no code."""
+        ids = np.array(sorted(self.token_bytes), dtype=np.int64)
+        pieces = [self.token_bytes[int(i)] for i in ids]
+        offsets = np.cumsum([0] + [len(p) for p in pieces], dtype=np.int64)
+        with path.open("wb") as handle:
+            np.savez(
+                handle,
+                ids=ids,
+                offsets=offsets,
+                data=np.frombuffer(b"".join(pieces), dtype=np.uint8),
+                meta=np.array(
+                    json.dumps(
+                        {
+                            "eos_id": self.eos_id,
+                            "n_vocab": self.n_vocab,
+                            "fingerprint": self.fingerprint,
+                            "control_texts": list(self.control_texts),
+                        }
+                    )
+                ),
+            )
+
+    @classmethod
+    def load(cls, path: Path) -> TokenVocabulary:
+        """Read what `save` wrote; raises `ValueError` (or `OSError`) on anything else."""
+        with np.load(path, allow_pickle=False) as arrays:
+            ids, offsets, data = arrays["ids"], arrays["offsets"], arrays["data"].tobytes()
+            meta = json.loads(str(arrays["meta"]))
+        if len(offsets) != len(ids) + 1 or int(offsets[-1]) != len(data):
+            raise ValueError(f"{path}: inconsistent vocabulary arrays")
+        token_bytes: dict[int, bytes] = {}
+        pieces: dict[bytes, list[int]] = {}
+        for index, token in enumerate(ids.tolist()):
+            piece = data[offsets[index] : offsets[index + 1]]
+            token_bytes[token] = piece
+            pieces.setdefault(piece, []).append(token)
+        return cls(
+            eos_id=int(meta["eos_id"]),
+            n_vocab=int(meta["n_vocab"]),
+            pieces=pieces,
+            token_bytes=token_bytes,
+            fingerprint=str(meta["fingerprint"]),
+            control_texts=tuple(meta["control_texts"]),
+        )
 
 
 def keep_token(piece: bytes, attr: int) -> bool:

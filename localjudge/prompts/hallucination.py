@@ -10,7 +10,7 @@ import json
 
 from localjudge.prompts.base import PromptParts
 
-HALLUCINATION_PROMPT_VERSION = "hallucination/1"
+HALLUCINATION_PROMPT_VERSION = "hallucination/2"
 
 _VERDICT_INSTRUCTIONS = """You are a careful fact checker. Compare ONE claim with the context and decide whether the claim is hallucinated.
 Answer "yes" when the claim is hallucinated: it contradicts the context, or the context does not say it.
@@ -59,13 +59,6 @@ def claim_verdict_prompt(context: list[str], claim: str) -> PromptParts:
     )
 
 
-def example_verdict(verdict: str, reason: str) -> str:
-    """A verdict in the exact shape the grammar produces (used by tests and docs)."""
-    return json.dumps(
-        {"verdict": verdict, "reason": reason}, ensure_ascii=False, separators=(",", ":")
-    )
-
-
 _CLAIMS_INSTRUCTIONS = """Split a text into its claims: short sentences that each state one fact or one guess.
 Keep names, numbers and dates exactly as written. Keep guesses ("may", "probably") as they are.
 Leave out greetings, questions and filler. Write the claims in the language of the text.
@@ -82,13 +75,16 @@ Claims: {"claims":[]}"""
 
 _REASON_INSTRUCTIONS = """Explain a hallucination score in one or two plain sentences.
 The score is the share of claims that the context does not support (0 = none, 1 = all).
-Name the unsupported claims; if there are none, say that the context supports every claim.
+Name the unsupported claims and say what the context says instead; if there are none, say that the context supports every claim.
 Reply with one JSON object: {"reason":"your explanation"}.
 
+Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
 Score: 0.5 of 1
-Unsupported claims: "The tower is 500 metres tall."
+Unsupported claims: "The tower is 500 metres tall." (The context says about 330 metres.)
 Supported claims: "The tower was finished in 1889."
 Explanation: {"reason":"The score is 0.5 because one of two claims is unsupported: the context gives about 330 metres, not 500."}"""
+
+_MAX_LISTED = 12  # claims listed per kind in the reason prompt; the rest are counted
 
 
 def claims_prompt(output: str) -> PromptParts:
@@ -101,23 +97,32 @@ def claims_prompt(output: str) -> PromptParts:
     )
 
 
-def _quoted(statements: list[str]) -> str:
-    return (
-        " ".join(json.dumps(s, ensure_ascii=False) for s in statements) if statements else "(none)"
-    )
+def _listed(verdicts: list[dict], with_reasons: bool) -> str:
+    if not verdicts:
+        return "(none)"
+    parts = []
+    for verdict in verdicts[:_MAX_LISTED]:
+        text = json.dumps(verdict["statement"], ensure_ascii=False)
+        reason = " ".join(str(verdict.get("reason", "")).split())
+        parts.append(f"{text} ({reason})" if with_reasons and reason else text)
+    more = len(verdicts) - _MAX_LISTED
+    return " ".join(parts) + (f" and {more} more" if more > 0 else "")
 
 
-def hallucination_reason_prompt(score: float, scale: float, verdicts: list[dict]) -> PromptParts:
-    """The reason step: explain the score from the verdicts."""
-    unsupported = [v["statement"] for v in verdicts if v["verdict"] == "yes"]
-    supported = [v["statement"] for v in verdicts if v["verdict"] != "yes"]
+def hallucination_reason_prompt(
+    score: float, scale: float, verdicts: list[dict], context: list[str]
+) -> PromptParts:
+    """The reason step: explain the score from the context, the claims, and each verdict
+    with the judge's own reason for it."""
+    unsupported = [v for v in verdicts if v["verdict"] == "yes"]
+    supported = [v for v in verdicts if v["verdict"] != "yes"]
     return PromptParts(
         instructions=_REASON_INSTRUCTIONS,
-        shared="",
+        shared=f"Context: {format_context(context)}\n",
         own=(
             f"Score: {score:g} of {scale:g}\n"
-            f"Unsupported claims: {_quoted(unsupported)}\n"
-            f"Supported claims: {_quoted(supported)}\n"
+            f"Unsupported claims: {_listed(unsupported, True)}\n"
+            f"Supported claims: {_listed(supported, False)}\n"
             "Explanation: "
         ),
         version=HALLUCINATION_PROMPT_VERSION,

@@ -59,6 +59,7 @@ class TokenizedRequest:
     prompt_tokens: list[int]  # tokens this request evaluates itself (at least one)
     prefix_cuts: tuple[int, ...] = ()  # nested shared prefixes, by length; the last is the whole
     submitted_at: float = field(default_factory=time.perf_counter)
+    num_attempts: int = 0  # engine failures this request has been requeued after
     level_keys: tuple[tuple[int, ...], ...] = field(init=False)  # prefix group per level
 
     def __post_init__(self) -> None:
@@ -208,7 +209,24 @@ class Scheduler:
     # -- intake ---------------------------------------------------------------------------
 
     def add(self, item: TokenizedRequest) -> None:
-        """Queue a tokenized request; one that can never fit finishes at once with an error."""
+        """Queue a tokenized request; one that can never fit finishes at once with an error.
+
+        Never raises: whatever goes wrong with one request is that request's error.
+        """
+        try:
+            seq = self._new_sequence(item)
+        except Exception as error:
+            self._finished.append(
+                Finished(
+                    request_id=item.request.request_id,
+                    error=GenerationError(f"request could not be queued: {error}"),
+                )
+            )
+            return
+        self._queue(seq)
+
+    @staticmethod
+    def _new_sequence(item: TokenizedRequest) -> Sequence:
         request = item.request
         grammar = request.grammar
         seq = Sequence(
@@ -220,6 +238,10 @@ class Scheduler:
         )
         if request.sampling.temperature > 0:
             seq.rng = np.random.default_rng(request.sampling.seed)
+        return seq
+
+    def _queue(self, seq: Sequence) -> None:
+        item, request, grammar = seq.item, seq.item.request, seq.grammar
         if len(item.level_keys) > self.max_num_prefixes:  # share the innermost levels only
             item.level_keys = item.level_keys[-self.max_num_prefixes :]
         total = len(item.prefix_tokens) + len(item.prompt_tokens) + request.max_tokens
@@ -611,6 +633,32 @@ class Scheduler:
             finish_reason="budget" if seq.forced_close else "stop",
         )
         self._finished.append(Finished(request_id=seq.request_id, result=result))
+
+    def requeue_running(self, error: Exception, max_attempts: int = 3) -> None:
+        """The engine lost its KV cache (a step failed and it was cleared): start every
+        admitted request again from the queue's head, in order, with fresh grammar state.
+        A request that has now failed `max_attempts` times finishes with `error`."""
+        running, self.running = self.running, []
+        for seq in running:
+            seq.group = None  # every group is dropped below
+            self._release(seq)
+        self.groups.clear()
+        self._free_prefix_ids = list(
+            range(self.max_num_seqs, self.max_num_seqs + self.max_num_prefixes)
+        )
+        self._removals = []  # the engine's cache is empty already
+        self.num_reserved_cells = 0
+        retry: list[Sequence] = []
+        for seq in running:
+            item = seq.item
+            item.num_attempts += 1
+            if item.num_attempts >= max_attempts:
+                self._fail(seq, error)
+                continue
+            retry.append(self._new_sequence(item))
+        for seq in reversed(retry):
+            self.waiting.appendleft(seq)
+            self._awaited.update(seq.item.level_keys)
 
     def fail_all(self, error: Exception) -> None:
         """Fail every queued and running request (the engine broke); the pool is reset."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,16 @@ class SamplingParams:
 
     temperature: float = 0.0  # 0: greedy (argmax of the masked logits)
     seed: int | None = None  # RNG seed when temperature > 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature):
+            raise ValueError(f"temperature must be a finite number, not {self.temperature!r}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be 0 (greedy) or more, not {self.temperature}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
+        ):
+            raise ValueError(f"seed must be None or an integer >= 0, not {self.seed!r}")
 
     @property
     def greedy(self) -> bool:
@@ -39,6 +50,12 @@ class GenerationRequest:
     max_tokens: int = 192  # token budget for the output; the JSON is closed within it
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
+            raise ValueError(f"max_tokens must be an integer, not {self.max_tokens!r}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, not {self.max_tokens}")
 
     @property
     def prefix_segments(self) -> tuple[str, ...]:

@@ -11,9 +11,9 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from localjudge.engine.plan import StepOutput, StepPlan
 from localjudge.errors import GenerationError, LocalJudgeError, RequestCancelled
@@ -24,9 +24,9 @@ from localjudge.scheduler.request import GenerationRequest, GenerationResult
 class StepEngine(Protocol):
     """What the runtime needs from an engine (the real one or a fake)."""
 
-    def tokenize(self, text: str) -> list[int]: ...
-
     def execute(self, plan: StepPlan) -> StepOutput: ...
+
+    def clear(self) -> None: ...
 
 
 def split_shared_prefix(prefix_tokens: list[int], full_tokens: list[int]) -> int:
@@ -60,7 +60,14 @@ class RuntimeStats:
 
 
 class BatchRuntime:
-    """A scheduler, an engine and the worker thread that runs steps while work exists."""
+    """A scheduler, an engine and the worker thread that runs steps while work exists.
+
+    Nothing a caller does can leave a future unresolved: every request ends with a result
+    or an error, whether a request is malformed, the engine fails a step, the caller
+    cancels, or the judge is closed while other threads submit.
+    """
+
+    max_attempts = 3  # engine step failures a request survives (requeued each time)
 
     def __init__(
         self, engine: StepEngine, scheduler: Scheduler, tokenize: Callable[[str], list[int]]
@@ -73,8 +80,9 @@ class BatchRuntime:
         self._wakeup = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        self._state_lock = threading.Lock()  # orders submissions against close()
         self._prefix_tokens: dict[str, list[int]] = {}  # prefix text -> tokens (bounded)
+        self.num_step_failures = 0  # engine steps that raised (their requests were requeued)
 
     @property
     def stats(self) -> RuntimeStats:
@@ -89,6 +97,10 @@ class BatchRuntime:
             generation_tokens=s.generation_tokens,
             generation_seconds=s.generation_seconds,
         )
+
+    @property
+    def closed(self) -> bool:
+        return self._stopping
 
     # -- producers ------------------------------------------------------------------------
 
@@ -125,7 +137,9 @@ class BatchRuntime:
         return tokens
 
     def submit(self, request: GenerationRequest) -> Future:
-        """Queue a request; the future resolves to a `GenerationResult` or raises its error."""
+        """Queue a request; the future resolves to a `GenerationResult` or raises its error.
+        Cancelling the future (directly, or by cancelling an asyncio task awaiting it)
+        takes the request out of the scheduler."""
         return self.submit_many([request])[0]
 
     def submit_many(self, requests: Sequence[GenerationRequest]) -> list[Future]:
@@ -143,12 +157,32 @@ class BatchRuntime:
             except LocalJudgeError as error:
                 future.set_exception(error)
                 continue
+            except Exception as error:  # a text the tokenizer cannot take
+                future.set_exception(GenerationError(f"tokenization failed: {error}"))
+                continue
             self._futures[request.request_id] = future
-        if items:
+            future.add_done_callback(self._on_done(request.request_id))
+        if not items:
+            return futures
+        with self._state_lock:
+            if self._stopping:  # closed while tokenizing: the worker will not see these
+                for item in items:
+                    self._settle(
+                        self._futures.pop(item.request.request_id, None),
+                        error=GenerationError("the judge is closed"),
+                    )
+                return futures
             self._inbox.put(("add", items))
             self._ensure_worker()
-            self._wakeup.set()
+        self._wakeup.set()
         return futures
+
+    def _on_done(self, request_id: str) -> Callable[[Future], None]:
+        def done(future: Future) -> None:
+            if future.cancelled():
+                self.cancel(request_id)
+
+        return done
 
     def cancel(self, request_id: str) -> None:
         """Cancel a request wherever it is; its future raises `RequestCancelled`."""
@@ -169,12 +203,25 @@ class BatchRuntime:
     # -- worker ---------------------------------------------------------------------------
 
     def _ensure_worker(self) -> None:
-        with self._start_lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._loop, name="localjudge-scheduler", daemon=True
-                )
-                self._thread.start()
+        """Start the worker (again, should it ever have died); called under `_state_lock`."""
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._loop, name="localjudge-scheduler", daemon=True
+            )
+            self._thread.start()
+
+    @staticmethod
+    def _settle(
+        future: Future | None, *, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        """Resolve a future unless it is already done (a caller may cancel it any time)."""
+        if future is None or future.done():
+            return
+        with contextlib.suppress(InvalidStateError):
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
 
     def _drain_inbox(self) -> None:
         while True:
@@ -186,45 +233,78 @@ class BatchRuntime:
                 for item in payload:
                     self.scheduler.add(item)
             elif kind == "cancel" and not self.scheduler.cancel(payload):
-                future = self._futures.pop(payload, None)
-                if future is not None and not future.done():
-                    future.set_exception(RequestCancelled(f"request {payload} was cancelled"))
+                self._settle(
+                    self._futures.pop(payload, None),
+                    error=RequestCancelled(f"request {payload} was cancelled"),
+                )
 
     def _resolve(self) -> None:
         for finished in self.scheduler.take_finished():
-            future = self._futures.pop(finished.request_id, None)
-            if future is None or future.done():
-                continue
-            if finished.error is not None:
-                future.set_exception(finished.error)
-            else:
-                future.set_result(finished.result)
+            self._settle(
+                self._futures.pop(finished.request_id, None),
+                result=finished.result,
+                error=finished.error,
+            )
+
+    def _step(self) -> None:
+        scheduler = self.scheduler
+        step = scheduler.schedule()
+        try:
+            output = self.engine.execute(step.plan)
+            scheduler.update_from_output(step, output)
+        except Exception as error:  # the engine broke: its cache is lost, start over
+            self.num_step_failures += 1
+            failure = GenerationError(f"engine step failed: {error}")
+            try:
+                self.engine.clear()
+            except Exception:
+                scheduler.fail_all(failure)  # the engine cannot even be reset
+                return
+            scheduler.requeue_running(failure, self.max_attempts)
 
     def _loop(self) -> None:
-        scheduler = self.scheduler
-        while not self._stopping:
+        try:
+            while not self._stopping:
+                try:
+                    self._drain_inbox()
+                    self._resolve()
+                    if not self.scheduler.has_work():
+                        self._wakeup.wait(timeout=0.5)
+                        self._wakeup.clear()
+                        continue
+                    self._step()
+                    self._resolve()
+                except Exception as error:  # a scheduler bug must not strand the callers
+                    self.scheduler.fail_all(GenerationError(f"scheduler failed: {error}"))
+                    self._resolve()
+                    with contextlib.suppress(Exception):
+                        self.engine.clear()
+        finally:
+            with self._state_lock:  # a submission now starts a new worker, after this cleanup
+                if self._thread is threading.current_thread():
+                    self._thread = None
+                self._shutdown_worker()
+
+    def _shutdown_worker(self) -> None:
+        """Fail whatever is left, so no caller ever waits on a worker that is gone.
+        Called under `_state_lock`."""
+        error = GenerationError(
+            "the judge was closed" if self._stopping else "the scheduler worker stopped"
+        )
+        with contextlib.suppress(Exception):
             self._drain_inbox()
+            self.scheduler.fail_all(error)
             self._resolve()
-            if not scheduler.has_work():
-                self._wakeup.wait(timeout=0.5)
-                self._wakeup.clear()
-                continue
-            try:
-                step = scheduler.schedule()
-                scheduler.update_from_output(step, self.engine.execute(step.plan))
-            except Exception as error:  # the engine broke: fail what is in flight, keep serving
-                scheduler.fail_all(GenerationError(f"engine step failed: {error}"))
-                with contextlib.suppress(Exception):
-                    self.engine.clear()
-            self._resolve()
-        self._drain_inbox()
-        self.scheduler.fail_all(GenerationError("the judge was closed"))
-        self._resolve()
+        for request_id in list(self._futures):
+            self._settle(self._futures.pop(request_id, None), error=error)
 
     def close(self) -> None:
         """Stop the worker; requests still queued or running fail with a clear error."""
-        self._stopping = True
+        with self._state_lock:
+            self._stopping = True
+            thread = self._thread
         self._wakeup.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        with self._state_lock:
+            self._shutdown_worker()

@@ -19,7 +19,7 @@ from localjudge.errors import LocalJudgeError, ScorerError, ScorerInputError
 from localjudge.judge import Judge, JudgeBase
 from localjudge.prompts import PromptParts
 from localjudge.scheduler import GenerationRequest, GenerationResult
-from localjudge.scorers.messages import assistant_text, user_text
+from localjudge.scorers.messages import assistant_text, describe_shape, user_text
 
 REASON_MODES = ("judge", "template")
 
@@ -44,19 +44,21 @@ class ScorerRun:
     ground_truth: Any = None
     request_context: Any = None
     context: list[str] | None = None  # this run's own context (a batch item's documents)
+    extra: dict[str, Any] = field(default_factory=dict)  # other keys (metadata, tags...), kept
 
     @classmethod
     def from_value(cls, value: ScorerRun | dict) -> ScorerRun:
-        """Accept a `ScorerRun` or a dict with snake_case or Mastra's camelCase keys."""
+        """Accept a `ScorerRun` or a dict with snake_case or Mastra's camelCase keys; keys
+        beyond those (metadata, tags, Mastra's runtimeContext) are kept in `extra`."""
         if isinstance(value, ScorerRun):
             return value
         allowed = {"output", "input", "run_id", "ground_truth", "request_context", "context"}
-        data = record_fields(value, allowed, where="the run")
+        data, extra = record_fields(value, allowed, where="the run")
         if "output" not in data:
             raise ScorerInputError("the run has no 'output' field (required)")
         if data.get("run_id") is None:
             data.pop("run_id", None)
-        return cls(**data)
+        return cls(**data, extra=extra)
 
     def __getitem__(self, key: str) -> Any:  # so hooks written for dicts (run["output"]) work
         return getattr(self, _ALIASES.get(key, key))
@@ -71,11 +73,40 @@ class ScorerRun:
             raise ScorerInputError(
                 f"output must be text or messages, not {type(self.output).__name__}"
             )
-        return assistant_text(self.output) or ""
+        text = assistant_text(self.output)
+        if text is None:
+            raise ScorerInputError(
+                f"output has no assistant text to judge ({describe_shape(self.output)}): give a "
+                "string, a message with content, or a message list with an assistant turn"
+            )
+        return text
 
     @property
     def input_text(self) -> str:
         return user_text(self.input) or ""
+
+
+def run_coroutine(coroutine: Any) -> Any:
+    """Run a coroutine to completion from synchronous code, even inside a running event
+    loop (Jupyter), where it runs on its own loop in a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as error:
+            outcome["error"] = error
+
+    helper = threading.Thread(target=target, name="localjudge-run", daemon=True)
+    helper.start()
+    helper.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def check_option(what: str, value: str, known: tuple[str, ...]) -> None:
@@ -84,18 +115,23 @@ def check_option(what: str, value: str, known: tuple[str, ...]) -> None:
         raise ValueError(f"unknown {what}: {value!r} (known: {', '.join(known)})")
 
 
-def record_fields(value: Any, allowed: set[str], *, where: str) -> dict[str, Any]:
-    """A run or dataset item as a dict of snake_case fields: camelCase aliases mapped,
-    unknown fields refused, the context checked. Each error names `where`."""
+def record_fields(
+    value: Any, allowed: set[str], *, where: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run or dataset item as (known snake_case fields, other fields): camelCase aliases
+    mapped, the context checked. Each error names `where`."""
     if not isinstance(value, dict):
         raise ScorerInputError(f"{where}: must be an object (a dict), not {type(value).__name__}")
-    data = {_ALIASES.get(k, k): v for k, v in value.items()}
-    unknown = set(data) - allowed
-    if unknown:
-        raise ScorerInputError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    data: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _ALIASES.get(key, key)
+        if not isinstance(key, str):
+            raise ScorerInputError(f"{where}: field names must be strings, not {key!r}")
+        (data if name in allowed else extra)[name if name in allowed else key] = item
     if data.get("context") is not None:
         data["context"] = check_context(data["context"], f"{where}: context")
-    return data
+    return data, extra
 
 
 def check_context(context: Any, where: str) -> list[str]:
@@ -162,8 +198,13 @@ class ScorerResult:
     prompt_version: str = ""
     details: dict[str, Any] = field(default_factory=dict)  # scorer-specific settings used
 
-    def to_dict(self) -> dict[str, Any]:
-        """Mastra's camelCase shape, so tools built for Mastra's results read it."""
+    def to_dict(self, *, store_text: bool = True) -> dict[str, Any]:
+        """Mastra's camelCase shape, so tools built for Mastra's results read it.
+
+        `store_text=False` leaves out every text of the run (input, output, ground truth,
+        request context, the prompts that quote them, claims and statements); ids, scores,
+        verdict labels and reasons stay.
+        """
         data: dict[str, Any] = {
             "runId": self.run_id,
             "scorerId": self.scorer_id,
@@ -189,10 +230,42 @@ class ScorerResult:
         }
         if self.preprocess_step_result is None and self.preprocess_prompt is None:
             del data["preprocessStepResult"], data["preprocessPrompt"]
+        if not store_text:
+            _strip_texts(data)
         return data
 
-    def to_json(self, **kwargs) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, default=str, **kwargs)
+    def to_json(self, *, store_text: bool = True, **kwargs) -> str:
+        return json.dumps(
+            self.to_dict(store_text=store_text), ensure_ascii=False, default=str, **kwargs
+        )
+
+
+_TEXT_FIELDS = (
+    "input",
+    "output",
+    "groundTruth",
+    "requestContext",
+    "preprocessPrompt",
+    "analyzePrompt",
+    "generateReasonPrompt",
+)
+
+
+def _strip_texts(data: dict[str, Any]) -> None:
+    """Drop the run's texts from a result dict, in place (see `ScorerResult.to_dict`)."""
+    for key in _TEXT_FIELDS:
+        data.pop(key, None)
+    preprocess = data.get("preprocessStepResult")
+    if isinstance(preprocess, dict) and "claims" in preprocess:
+        data["preprocessStepResult"] = {"numClaims": len(preprocess["claims"])}
+    analyze = data.get("analyzeStepResult") or {}
+    data["analyzeStepResult"] = {
+        "verdicts": [
+            {k: v for k, v in verdict.items() if k != "statement"}
+            for verdict in analyze.get("verdicts", [])
+        ]
+    }
+    data["textsStored"] = False
 
 
 # -- the judge -------------------------------------------------------------------------------
@@ -227,26 +300,35 @@ def _close_shared_judges() -> None:
 # -- steps -----------------------------------------------------------------------------------
 
 
-def prompt_text(prefix: tuple[str, ...] | str, suffix: str) -> str:
-    return ("".join(prefix) if isinstance(prefix, tuple) else prefix) + suffix
+def check_cap(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be None (no cap) or an integer >= 1, not {value!r}")
 
 
-def template_text(parts: PromptParts, placeholder: str) -> str:
-    """The prompt of a per-request step, with `placeholder` where each request's text goes."""
-    return parts.instructions + "\n\n" + parts.shared + placeholder
+def cap(items: list[str], limit: int | None, what: str) -> tuple[list[str], dict | None]:
+    """The first `limit` items, and a `truncated` record when some were left out."""
+    if limit is None or len(items) <= limit:
+        return items, None
+    return items[:limit], {what: {"judged": limit, "leftOut": len(items) - limit}}
 
 
 async def generate_all(
     judge: JudgeBase, requests: Sequence[GenerationRequest]
 ) -> list[GenerationResult]:
-    """Run requests together through the judge's scheduler; the first failure is raised
-    (the item fails as a whole; other items in the batch are not affected)."""
+    """Run requests together through the judge's scheduler. The first failure is raised and
+    the item's other requests are cancelled (other items in the batch are not affected);
+    cancelling the caller cancels them all."""
     futures = [asyncio.wrap_future(future) for future in judge.submit_many(requests)]
-    outcomes = await asyncio.gather(*futures, return_exceptions=True)
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
-    return list(outcomes)
+    try:
+        done, _ = await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
+        for future in futures:
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                raise future.exception()
+        return [future.result() for future in futures]
+    finally:
+        for future in futures:
+            if not future.cancel() and not future.cancelled():  # finished: mark it seen
+                future.exception()
 
 
 async def call_hook(hook: Callable[..., Any], name: str, **kwargs: Any) -> Any:
@@ -299,8 +381,13 @@ class Scorer:
         reason: str = "judge",
         verdict_max_tokens: int = 96,
         reason_max_tokens: int = 128,
+        id: str | None = None,
     ) -> None:
         check_option("reason mode", reason, REASON_MODES)
+        if id is not None:
+            if not isinstance(id, str) or not id.strip():
+                raise ValueError(f"a scorer id must be a non-empty string, not {id!r}")
+            self.id = id
         self._model = model
         self._judge: JudgeBase | None = model if isinstance(model, JudgeBase) else None
         self.scale = scale or 1  # 0 or None means 1, as in Mastra
@@ -319,14 +406,19 @@ class Scorer:
         raise NotImplementedError
 
     def run(self, run: ScorerRun | dict) -> ScorerResult:
-        """Score one run (blocking). Inside an event loop, use `await run_async(run)`."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run_async(run))
-        raise ScorerError(
-            "scorer.run() was called inside a running event loop: use `await scorer.run_async(run)`"
-        )
+        """Score one run (blocking). Works inside a running event loop too (Jupyter): the
+        coroutine then runs in a helper thread; there `await run_async(run)` is better."""
+        return run_coroutine(self.run_async(run))
+
+    def judge_request(self, parts: PromptParts, schema: str, max_tokens: int) -> GenerationRequest:
+        """A request for one judge step: the prompt rendered for this judge and split into
+        its shared prefix and own part."""
+        judge = self.judge
+        prefix, suffix = judge.split_prompt(parts)
+        return judge.request(suffix, schema, prefix=prefix, max_tokens=max_tokens)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.judge.tokenize(text))
 
     async def ask(
         self, step: str, requests: Sequence[GenerationRequest], usage: dict[str, StepUsage]
@@ -339,17 +431,16 @@ class Scorer:
         return results
 
     async def reason(
-        self, fallback: str, parts: PromptParts, usage: dict[str, StepUsage]
+        self, fallback: str, parts: PromptParts | None, usage: dict[str, StepUsage]
     ) -> tuple[str, str | None]:
-        """The generateReason step: (plain-text reason, prompt). In "template" mode, or when
-        the judge writes nothing, the reason built from the verdicts (`fallback`)."""
-        if self.reason_mode == "template":
+        """The generateReason step: (plain-text reason, prompt). In "template" mode, without
+        a prompt (nothing was judged), or when the judge writes nothing: the reason built
+        from the verdicts (`fallback`), with no judge call."""
+        if self.reason_mode == "template" or parts is None:
             return fallback, None
-        judge = self.judge
-        prefix, suffix = judge.split_prompt(parts)
-        request = judge.request(suffix, "reason", prefix=prefix, max_tokens=self.reason_max_tokens)
+        request = self.judge_request(parts, "reason", self.reason_max_tokens)
         (result,) = await self.ask("generateReason", [request], usage)
-        return " ".join(result.value["reason"].split()) or fallback, prompt_text(prefix, suffix)
+        return " ".join(result.value["reason"].split()) or fallback, request.prompt
 
     def result(self, run: ScorerRun, **fields: Any) -> ScorerResult:
         judge = self.judge

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from localjudge.errors import ScorerInputError
 from localjudge.judge import JudgeBase
 from localjudge.prompts import (
     HALLUCINATION_PROMPT_VERSION,
@@ -24,13 +25,13 @@ from localjudge.scorers.base import (
     ScorerRun,
     StepUsage,
     call_hook,
+    cap,
+    check_cap,
     check_context,
     check_option,
-    prompt_text,
-    template_text,
     verdict_confidence,
 )
-from localjudge.scorers.text import round_half_up, split_sentences
+from localjudge.scorers.text import judge_text, round_half_up, split_statements
 
 EXTRACTION_MODES = ("auto", "judge", "sentences")
 GetContext = Callable[..., Any]  # get_context(run=, results=, score=, step=) -> list[str]
@@ -70,18 +71,21 @@ class HallucinationScorer(Scorer):
         context: list[str] | None = None,
         get_context: GetContext | None = None,
         extraction: str = "auto",
-        max_claims: int = 64,
+        max_claims: int | None = None,
+        max_claim_chars: int = 600,
         claims_max_tokens: int = 512,
         **options: Any,
     ) -> None:
         super().__init__(model, **options)
         check_option("extraction mode", extraction, EXTRACTION_MODES)
+        check_cap("max_claims", max_claims)
         if get_context is not None and not callable(get_context):
             raise ValueError("get_context must be callable")
         self.context = check_context(context, "context") if context is not None else None
         self.get_context = get_context
         self.extraction = extraction
         self.max_claims = max_claims
+        self.max_claim_chars = max_claim_chars
         self.claims_max_tokens = claims_max_tokens
 
     def extraction_mode(self) -> str:
@@ -110,61 +114,66 @@ class HallucinationScorer(Scorer):
         if not output.strip():
             return [], None, mode
         if mode == "sentences":
-            return split_sentences(output)[: self.max_claims], None, mode
-        judge = self.judge
-        prefix, suffix = judge.split_prompt(claims_prompt(output))
-        request = judge.request(suffix, "claims", prefix=prefix, max_tokens=self.claims_max_tokens)
+            return split_statements(output, self.max_claim_chars), None, mode
+        request = self.judge_request(claims_prompt(output), "claims", self.claims_max_tokens)
         (result,) = await self.ask("preprocess", [request], usage)
+        if result.finish_reason == "budget":
+            raise ScorerInputError(
+                f"the claims of this output do not fit in claims_max_tokens={self.claims_max_tokens}: "
+                "raise it, or use extraction='sentences'"
+            )
         claims = [" ".join(c.split()) for c in result.value["claims"] if c.strip()]
-        return claims[: self.max_claims], prompt_text(prefix, suffix), mode
+        return claims, request.prompt, mode
 
     async def _verdicts(
         self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
-    ) -> list[dict]:
-        judge = self.judge
-        requests = []
-        for claim in claims:
-            prefix, suffix = judge.split_prompt(claim_verdict_prompt(context, claim))
-            requests.append(
-                judge.request(
-                    suffix,
-                    "hallucination_verdict",
-                    prefix=prefix,
-                    max_tokens=self.verdict_max_tokens,
-                )
+    ) -> tuple[list[dict], str]:
+        """One verdict per claim, and the literal prompt of the first one."""
+        requests = [
+            self.judge_request(
+                claim_verdict_prompt(context, claim),
+                "hallucination_verdict",
+                self.verdict_max_tokens,
             )
+            for claim in claims
+        ]
         results = await self.ask("analyze", requests, usage)
-        verdicts = []
-        for claim, result in zip(claims, results, strict=True):
-            verdicts.append(
-                {
-                    "statement": claim,
-                    "verdict": result.value["verdict"],
-                    "reason": result.value["reason"],
-                    "confidence": verdict_confidence(result),
-                }
-            )
-        return verdicts
+        verdicts = [
+            {
+                "statement": claim,
+                "verdict": result.value["verdict"],
+                "reason": result.value["reason"],
+                "confidence": verdict_confidence(result),
+            }
+            for claim, result in zip(claims, results, strict=True)
+        ]
+        return verdicts, requests[0].prompt
 
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
         run = ScorerRun.from_value(run)
-        output = run.output_text
+        output = judge_text(run.output_text)
         usage: dict[str, StepUsage] = {}
         claims, preprocess_prompt, mode = await self._claims(output, usage)
+        claims, truncated = cap(claims, self.max_claims, "claims")
         results: dict[str, Any] = {"preprocessStepResult": {"claims": claims}}
         context = await self._context(run, results, None, "analyze")
-        verdicts = await self._verdicts(claims, context, usage) if claims else []
+        verdicts: list[dict] = []
+        analyze_prompt = None
+        if claims:
+            verdicts, analyze_prompt = await self._verdicts(claims, context, usage)
         results["analyzeStepResult"] = {"verdicts": verdicts}
         score = hallucination_score(verdicts, self.scale)
-        await self._context(
-            run, results, score, "generateReason"
-        )  # called for its side of the contract
+        reason_context = await self._context(run, results, score, "generateReason")
         reason, reason_prompt = await self.reason(
             hallucination_template_reason(score, self.scale, verdicts),
-            hallucination_reason_prompt(score, self.scale, verdicts),
+            hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
+            if verdicts
+            else None,
             usage,
         )
-        parts = claim_verdict_prompt(context, "{claim}")
+        details: dict[str, Any] = {"extraction": mode, "scale": self.scale}
+        if truncated:
+            details["truncated"] = truncated
         return self.result(
             run,
             score=score,
@@ -172,11 +181,11 @@ class HallucinationScorer(Scorer):
             preprocess_step_result={"claims": claims},
             preprocess_prompt=preprocess_prompt,
             analyze_step_result={"verdicts": verdicts},
-            analyze_prompt=template_text(parts, parts.own) if claims else None,
+            analyze_prompt=analyze_prompt,
             generate_reason_prompt=reason_prompt,
             usage=usage,
             prompt_version=HALLUCINATION_PROMPT_VERSION,
-            details={"extraction": mode, "scale": self.scale},
+            details=details,
         )
 
 
@@ -197,7 +206,8 @@ def create_hallucination_scorer(
     (plain or async) resolves context at run time and replaces it entirely, even with `[]`.
     `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter) or
     "auto" (sentences when the judge is a base model). `reason`: "judge" or "template"
-    (built from the verdicts, no judge call).
+    (built from the verdicts, no judge call). Every claim is judged unless `max_claims` caps
+    them; the result's `truncated` then says how many were left out.
     """
     return HallucinationScorer(
         model,

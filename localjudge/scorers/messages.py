@@ -40,14 +40,18 @@ def _text_of_message(message: Any) -> str | None:
 
 
 def _first_with_role(messages: Any, role: str) -> str | None:
+    """The first text of a `role` message (skipping tool-call-only ones): "" when messages
+    of that role exist but none has text, None when there is no such message."""
     if not isinstance(messages, list):
         return None
-    for message in messages:  # the first message of `role` that has text (skips tool calls)
+    found = False
+    for message in messages:
         if isinstance(message, dict) and message.get("role") == role:
+            found = True
             text = _text_of_message(message)
             if text:
                 return text
-    return None
+    return "" if found else None
 
 
 def user_text(value: Any) -> str | None:
@@ -70,14 +74,34 @@ def user_text(value: Any) -> str | None:
 
 
 def assistant_text(value: Any) -> str | None:
-    """The first assistant text of a run's output (string, messages, or one message)."""
+    """The first assistant text of a run's output (string, messages, or one message).
+
+    "" means an empty output (an empty string, or assistant turns without text); None means
+    there is no assistant text to read at all (a user-only transcript, plain strings in a
+    list, a dict with no content): the caller must not treat that as empty.
+    """
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list):
         return _first_with_role(value, "assistant")
     if isinstance(value, dict) and value.get("role") in (None, "assistant"):
+        if value.get("role") == "assistant" and value.get("content") is None:
+            return ""  # a tool-call-only assistant message
         return _text_of_message(value)
     return None
+
+
+def describe_shape(value: Any) -> str:
+    """A few words on what a value is, for error messages (never its text)."""
+    if isinstance(value, list):
+        kinds = sorted({type(v).__name__ for v in value})
+        roles = sorted({str(v.get("role")) for v in value if isinstance(v, dict)})
+        detail = f" with roles {', '.join(roles)}" if roles else ""
+        return f"a list of {len(value)} {'/'.join(kinds) or 'items'}{detail}"
+    if isinstance(value, dict):
+        keys = ", ".join(sorted(map(str, value))[:6])
+        return f"a dict with keys {keys}" if keys else "an empty dict"
+    return type(value).__name__
 
 
 def extract_tool_results(output: Any) -> list[dict[str, Any]]:

@@ -75,3 +75,44 @@ def split_sentences(text: str) -> list[str]:
     if buffer.strip():
         sentences.append(buffer.strip())
     return sentences
+
+
+def split_statements(text: str, max_chars: int = 600) -> list[str]:
+    """The statements of a text: its sentences, with any sentence longer than `max_chars`
+    cut at spaces (or every `max_chars` characters where there are none), so every part of
+    the text is judged and no prompt outgrows the context."""
+    statements: list[str] = []
+    for sentence in split_sentences(text):
+        while len(sentence) > max_chars:
+            cut = sentence.rfind(" ", 0, max_chars)
+            cut = cut if cut > max_chars // 2 else max_chars
+            statements.append(sentence[:cut].strip())
+            sentence = sentence[cut:].strip()
+        if sentence:
+            statements.append(sentence)
+    return statements
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def judge_text(text: str) -> str:
+    """Text as the judge should read it: control characters (binary junk) become spaces and
+    lone surrogates (broken UTF-16) become U+FFFD, so every prompt is valid UTF-8."""
+    return _SURROGATE.sub("\ufffd", _CONTROL.sub(" ", text))
+
+
+def shorten_middle(text: str, max_tokens: int, count_tokens) -> tuple[str, int | None]:
+    """`text` within `max_tokens` tokens: its head and tail, with a marker where the middle
+    was left out. Returns (text, original token count), the count None when it already fit."""
+    original = count_tokens(text)
+    if original <= max_tokens:
+        return text, None
+    keep = int(len(text) * max_tokens / original)
+    while True:
+        keep = int(keep * 0.9)
+        half = max(keep // 2, 0)
+        shortened = f"{text[:half].rstrip()} [... {len(text) - 2 * half} characters left out ...] {text[len(text) - half :].lstrip()}"
+        if half == 0 or count_tokens(shortened) <= max_tokens:
+            return shortened, original
