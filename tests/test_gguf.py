@@ -38,3 +38,34 @@ def test_truncated_header(tmp_path):
 def test_directory_is_not_a_model(tmp_path):
     with pytest.raises(ModelError, match="not a file"):
         read_gguf_header(tmp_path)
+
+
+def _nested_array_gguf(path, depth: int):
+    """A GGUF whose one metadata value is an array of arrays `depth` levels deep."""
+    import struct
+
+    body = b"GGUF" + struct.pack("<I", 3) + struct.pack("<Q", 1) + struct.pack("<Q", 1)
+    key = b"evil.nesting"
+    body += struct.pack("<Q", len(key)) + key + struct.pack("<I", 9)  # an array...
+    for _ in range(depth):
+        body += struct.pack("<I", 9) + struct.pack("<Q", 1)  # ...of one array, and so on
+    body += struct.pack("<I", 4) + struct.pack("<Q", 1) + struct.pack("<I", 7)
+    path.write_bytes(body + b"\0" * 64)
+    return path
+
+
+def test_deeply_nested_metadata_is_a_model_error_not_a_recursion_error(tmp_path):
+    path = _nested_array_gguf(tmp_path / "deep.gguf", depth=100_000)
+    with pytest.raises(ModelError, match="nested too deep"):
+        read_gguf_header(path)
+    assert read_gguf_header(_nested_array_gguf(tmp_path / "ok.gguf", depth=2)).version == 3
+
+
+def test_huge_declared_counts_fail_fast(tmp_path):
+    import struct
+
+    body = b"GGUF" + struct.pack("<I", 3) + struct.pack("<Q", 1) + struct.pack("<Q", 2**62)
+    path = tmp_path / "huge.gguf"
+    path.write_bytes(body + b"\0" * 16)
+    with pytest.raises(ModelError, match="truncated"):
+        read_gguf_header(path)

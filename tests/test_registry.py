@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from localjudge import registry
 from localjudge.errors import ChecksumError, ModelError, RegistryError
+from localjudge.registry import add_model, load_registry
 from tests.gguf_factory import write_gguf
 
 
@@ -68,3 +70,69 @@ def test_missing_package_model_file_is_assembled(tmp_home):
     resolved = registry.resolve("gemma-3-270m")
     assert resolved.path.exists() and resolved.path.parent == tmp_home / "models"
     assert registry.verify("gemma-3-270m").ok
+
+
+def test_verify_refuses_a_file_that_is_not_a_gguf(tmp_home, tmp_path):
+    from click.testing import CliRunner
+
+    from localjudge.cli import cli
+
+    text = tmp_path / "hostname"
+    text.write_text("a-machine-name\n")
+    result = CliRunner().invoke(cli, ["models", "verify", str(text)], catch_exceptions=False)
+    assert result.exit_code == 1 and "not a GGUF file" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_registry_model_is_checked_against_its_sha256_on_first_load(
+    tmp_home, tmp_path, monkeypatch
+):
+    from localjudge import Judge
+
+    path = write_gguf(tmp_path / "mine.gguf")
+    add_model("mine", path)
+    path.write_bytes(path.read_bytes() + b"tampered")
+    with pytest.raises(ChecksumError, match="does not match the registry"):
+        Judge("mine")  # refused before llama.cpp ever reads the file
+    path.write_bytes(path.read_bytes()[: -len(b"tampered")])
+    resolved = registry.resolve("mine")
+    registry.check_checksum(resolved)  # hashes once, remembers (path, size, mtime)
+    monkeypatch.setattr(registry, "sha256_file", lambda p: pytest.fail("hashed again"))
+    registry.check_checksum(resolved)
+    os.utime(path, ns=(1, 1))  # a changed file is hashed again
+    monkeypatch.undo()
+    registry.check_checksum(resolved)
+
+
+def test_slots_beyond_llama_cpp_sequences_are_refused_up_front(tmp_home):
+    from click.testing import CliRunner
+
+    from localjudge import Judge
+    from localjudge.cli import cli
+
+    with pytest.raises(ModelError, match="exceed llama.cpp's 256 sequences"):
+        Judge(slots=256)
+    result = CliRunner().invoke(
+        cli, ["eval", "x.jsonl", "--scorer", "toxicity", "--out", "o.jsonl", "--slots", "256"]
+    )
+    assert result.exit_code == 2 and "--slots" in result.output
+
+
+def test_models_default_and_localjudge_model(tmp_home, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from localjudge.cli import cli
+
+    path = write_gguf(tmp_path / "mine.gguf")
+    add_model("mine", path)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["models", "default", "mine"]).exit_code == 0
+    assert load_registry()[0] == "mine"
+    monkeypatch.setenv("LOCALJUDGE_MODEL", "gemma-3-270m")
+    assert load_registry()[0] == "gemma-3-270m"
+    monkeypatch.setenv("LOCALJUDGE_MODEL", "nope")
+    with pytest.raises(RegistryError, match="default model 'nope' is not in the registry"):
+        load_registry()
+    monkeypatch.delenv("LOCALJUDGE_MODEL")
+    bad = runner.invoke(cli, ["models", "default", "missing"])
+    assert bad.exit_code == 1 and "unknown model 'missing'" in bad.output
