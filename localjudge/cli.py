@@ -221,6 +221,15 @@ def models_assemble(model: str | None) -> None:
 
 
 def _load_judge(model, slots=None, gpu_layers=None, n_ctx=None, threads=None):
+    """The judge the command runs on; `LOCALJUDGE_ENGINE=fake` gives the scripted fake
+    judge of `localjudge.testing` (for tests of the command line, no model needed)."""
+    engine = os.environ.get("LOCALJUDGE_ENGINE", "llama")
+    if engine == "fake":
+        from localjudge.testing import FakeJudge
+
+        return FakeJudge(slots=slots or 4)
+    if engine != "llama":
+        raise click.ClickException(f"unknown LOCALJUDGE_ENGINE {engine!r}; known: llama, fake")
     from localjudge.judge import Judge
 
     return Judge(model, slots=slots, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads)

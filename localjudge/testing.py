@@ -8,6 +8,7 @@ script sees the wrong text and the test sees the wrong output.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -149,6 +150,34 @@ class FakeEngine:
 
 
 ANSWER_CUES = ("Answer: ", "Claims: ", "Explanation: ")
+TOXIC_WORDS = ("idiot", "stupid", "regret", "shut up")
+
+
+def rule_script(prompt: str) -> str:
+    """The default fake judge: plain rules a test can predict. A claim is hallucinated
+    when the context does not contain it word for word; a statement is toxic when it holds
+    one of `TOXIC_WORDS`; claims are the text's sentences."""
+    from localjudge.scorers.text import split_sentences
+
+    last = prompt.rsplit("\n\n", 1)[-1]
+    if prompt.endswith("Explanation: "):
+        return '{"reason":"Explained by the fake judge."}'
+    if prompt.endswith("Claims: "):
+        text = last.rsplit("Text: ", 1)[-1].rsplit("\nClaims: ", 1)[0]
+        return json.dumps({"claims": split_sentences(text)}, separators=(",", ":"))
+    if "Statement: " in last:
+        statement = last.rsplit("Statement: ", 1)[-1].split("\n")[0].lower()
+        if any(word in statement for word in TOXIC_WORDS):
+            return (
+                '{"verdict":"yes","category":"personal_attack","severity":"moderate",'
+                '"reason":"An insult."}'
+            )
+        return '{"verdict":"no","category":"none","severity":"none","reason":"Civil."}'
+    context = last.split("Context: ", 1)[-1].split("\nClaim: ", 1)[0]
+    claim = last.rsplit("Claim: ", 1)[-1].split("\n")[0]
+    supported = claim.strip().rstrip(".") in context
+    verdict = "no" if supported else "yes"
+    return json.dumps({"verdict": verdict, "reason": "Checked."}, separators=(",", ":"))
 
 
 class FakeJudge(JudgeBase):
@@ -162,7 +191,7 @@ class FakeJudge(JudgeBase):
 
     def __init__(
         self,
-        script: Script,
+        script: Script = rule_script,
         *,
         slots: int = 4,
         n_ctx: int = 20000,
