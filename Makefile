@@ -9,6 +9,7 @@ LLAMA_CPP_VERSION := 0.3.36
 WHEELHOUSE  ?=
 # an air-gapped machine installs from a wheelhouse folder: make install WHEELHOUSE=wheelhouse
 PIP_SOURCE  := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
+TEST_WHEELHOUSE := .localjudge/wheelhouse
 
 .PHONY: install run test test-fast lint format bench quality install-cuda wheelhouse clean
 
@@ -28,11 +29,19 @@ run: install
 		--out .localjudge/sample-results.jsonl
 	@echo "per-item results: .localjudge/sample-results.jsonl"
 
-test: install
+test: install $(TEST_WHEELHOUSE)/.stamp
 	$(PY) -m pytest -q
 
+# The wheels a fresh venv needs to install localjudge's own wheel with --no-index: what the
+# wheel test (tests/test_wheel.py) installs from, like an air-gapped user would.
+$(TEST_WHEELHOUSE)/.stamp: $(STAMP)
+	$(PY) -m pip wheel --quiet --no-build-isolation $(PIP_SOURCE) -c requirements.lock \
+		--wheel-dir $(TEST_WHEELHOUSE) .
+	@rm -f $(TEST_WHEELHOUSE)/localjudge-*.whl
+	@touch $@
+
 test-fast: install
-	$(PY) -m pytest -q -m "not real"
+	$(PY) -m pytest -q -m "not real and not wheel"
 
 lint: install
 	$(PY) -m ruff check localjudge tests
