@@ -221,24 +221,16 @@ def models_assemble(model: str | None) -> None:
 
 
 def _load_judge(model, slots=None, gpu_layers=None, n_ctx=None, threads=None):
-    """The judge the command runs on; `LOCALJUDGE_ENGINE=fake` gives the scripted fake
-    judge of `localjudge.testing` (for tests of the command line, no model needed)."""
-    engine = os.environ.get("LOCALJUDGE_ENGINE", "llama")
-    if engine == "fake":
-        from localjudge.testing import FakeJudge
-
-        return FakeJudge(slots=slots or 4)
-    if engine != "llama":
-        raise click.ClickException(f"unknown LOCALJUDGE_ENGINE {engine!r}; known: llama, fake")
+    """The judge the command runs on (`LOCALJUDGE_ENGINE=fake`: the scripted fake judge)."""
     from localjudge.judge import Judge
 
-    return Judge(model, slots=slots, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads)
+    return Judge.load(model, slots=slots, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads)
 
 
 def _scorer_names() -> list[str]:
-    from localjudge.scorers import SCORERS
+    from localjudge.scorers import scorer_names
 
-    return list(SCORERS)
+    return scorer_names()
 
 
 def scoring_options(function):
@@ -307,7 +299,7 @@ def _read_contexts(contexts: tuple[str, ...], context_files: tuple[str, ...]) ->
 
 
 @cli.command()
-@click.argument("scorer", type=click.Choice(_scorer_names()))
+@click.argument("scorer")
 @click.option("--output", "output_text", required=True, help="The text to score ('-' reads stdin).")
 @click.option(
     "--input", "input_text", default=None, help="The user's message that led to the output."
@@ -347,9 +339,13 @@ def score(
     as_json,
     no_store_text,
 ) -> None:
-    """Score one output with SCORER (hallucination or toxicity)."""
+    """Score one output with SCORER (hallucination, toxicity, or a registered scorer)."""
     from localjudge.scorers import make_scorer
 
+    if scorer not in _scorer_names():
+        raise click.BadParameter(
+            f"unknown scorer {scorer!r}; known: {', '.join(_scorer_names())}", param_hint="SCORER"
+        )
     if output_text == "-":
         with click.open_file("-", encoding="utf-8") as stdin:
             output_text = stdin.read()
@@ -757,7 +753,7 @@ def quality(model, gpu_layers, n_ctx, threads, slots, as_json: bool) -> None:
     """Agreement of the judge with the labelled dev sets, beside trivial baselines."""
     from dataclasses import asdict
 
-    from localjudge.evals.quality import hallucination_quality, toxicity_quality
+    from localjudge.quality import hallucination_quality, toxicity_quality
 
     with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
         reports = {

@@ -22,15 +22,16 @@ SAMPLE_CLAIMS = [
 def run_demo(model: str | None = None, *, echo: Callable[[str], None] = print) -> list[dict]:
     """Judge two sample claims against a sample context; print and return the verdicts."""
     started = time.perf_counter()
-    with Judge(model, slots=2) as judge:
-        echo(f"judge: {judge.name} ({judge.model.path})")
+    with Judge.load(model, slots=2) as judge:
+        where = f" ({judge.model.path})" if judge.model is not None else ""
+        echo(f"judge: {judge.name}{where}")
         loaded = time.perf_counter()
-        requests = []
-        for claim in SAMPLE_CLAIMS:
-            prefix, suffix = judge.split_prompt(claim_verdict_prompt(SAMPLE_CONTEXT, claim))
-            requests.append(
-                judge.request(suffix, "hallucination_verdict", prefix=prefix, max_tokens=64)
+        requests = [
+            judge.prompt_request(
+                claim_verdict_prompt(SAMPLE_CONTEXT, claim), "hallucination_verdict", 64
             )
+            for claim in SAMPLE_CLAIMS
+        ]
         outcomes = judge.generate_many(requests)
         echo("context: " + " ".join(SAMPLE_CONTEXT))
         verdicts = []

@@ -80,7 +80,7 @@ def _offline_check(model: str, engine_options: dict) -> Check:
     try:
         options = {k: v for k, v in engine_options.items() if v is not None}
         options.setdefault("n_ctx", 1024)
-        with Judge(model, slots=1, max_prefixes=1, **options) as judge:
+        with Judge.load(model, slots=1, max_prefixes=1, **options) as judge:
             judge.generate_json("Text: offline check.\nJSON: ", "reason", max_tokens=16)
     except Exception as error:
         return Check("offline", False, f"generation failed with the network blocked: {error}")

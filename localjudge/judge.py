@@ -17,6 +17,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 from localjudge.engine import EngineConfig, LlamaEngine
+from localjudge.engine.base import Engine
 from localjudge.errors import GenerationError, ModelError
 from localjudge.grammar import (
     CompiledGrammar,
@@ -41,12 +42,16 @@ DEFAULT_SLOTS = 16  # sequences per decode; on 2 CPU cores 16 still beats 8 (see
 MAX_SEQUENCES = 256  # llama.cpp's limit of sequences in one context (LLAMA_MAX_SEQ)
 
 
-def _vocabulary_for(engine: LlamaEngine) -> TokenVocabulary:
-    """The engine's grammar vocabulary, cached on disk per model file (walking 262k tokens
-    through ctypes takes seconds). The cache holds arrays only: loading it runs no code."""
-    stat = engine.path.stat()
-    key = f"v3|{engine.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{engine.n_vocab}"
-    name = hashlib.sha256(key.encode()).hexdigest()[:32]
+def _vocabulary_for(engine: Engine) -> TokenVocabulary:
+    """The engine's grammar vocabulary, cached on disk under the engine's `cache_key`
+    (walking 262k tokens through ctypes takes seconds). The cache holds arrays only:
+    loading it runs no code."""
+    key = engine.cache_key
+    if key is None:
+        return build_vocabulary(
+            engine.vocabulary_pieces(), eos_id=engine.eos_id, n_vocab=engine.n_vocab
+        )
+    name = hashlib.sha256(f"v3|{key}|{engine.n_vocab}".encode()).hexdigest()[:32]
     cache_file = cache_dir("vocab") / f"{name}.npz"
     if cache_file.exists():
         try:
@@ -73,24 +78,105 @@ def check_slots(slots: int, max_prefixes: int) -> None:
         )
 
 
-class JudgeBase:
-    """What scorers use: grammars, prompt splitting and batched constrained generation.
+class Judge:
+    """A loaded judge model: its engine, grammars, and the batching runtime that serves them.
 
-    Subclasses provide `runtime`, `scheduler`, `vocabulary`, `chat_template`, `name`,
-    `meaningful`, `tokenize()` and `render()`; `Judge` does it with llama.cpp, the fake judge
-    in `localjudge.testing` with a scripted engine.
+    A composition: `Judge(engine, slots=...)` builds the grammar vocabulary, the scheduler
+    and the runtime once over any `Engine`; `Judge.load(model)` resolves a registry name or
+    a `.gguf` path and loads it with llama.cpp. Scorers share one judge. It owns native
+    handles: `close()` it, or use it in a `with` block.
     """
 
-    runtime: BatchRuntime
-    scheduler: Scheduler
-    vocabulary: TokenVocabulary
-    chat_template: str | None = None
-    name: str = "judge"
-    meaningful: bool = True
-
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        slots: int = DEFAULT_SLOTS,
+        max_prefixes: int = 8,
+        token_budget: int = 512,
+        jump_forward: bool = True,
+        name: str | None = None,
+        meaningful: bool = True,
+        model: ResolvedModel | None = None,
+    ) -> None:
+        check_slots(slots, max_prefixes)
+        self.engine = engine
+        self.model = model  # the registry's view of it, when it came from there
+        self.name = name or engine.name
+        self.meaningful = meaningful  # False: a base model, its verdicts mean nothing
+        self.chat_template = engine.chat_template
+        self.parse_special = self.chat_template is not None
         self._grammars: dict[str, CompiledGrammar] = {}
         self._grammar_lock = threading.Lock()
+        try:
+            self.vocabulary = _vocabulary_for(engine)
+            self._control_by_first: dict[str, list[str]] = {}  # longest first within a group
+            for text in self.vocabulary.control_texts:
+                self._control_by_first.setdefault(text[0], []).append(text)
+            firsts = "".join(re.escape(c) for c in self._control_by_first)
+            self._control_starts = re.compile(f"[{firsts}]") if firsts else None
+            self.scheduler = Scheduler(
+                vocabulary=self.vocabulary,
+                n_ctx=engine.n_ctx,
+                max_num_seqs=slots,
+                max_num_prefixes=max_prefixes,
+                token_budget=token_budget,
+                jump_forward=jump_forward,
+            )
+            self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
+        except BaseException:
+            engine.close()
+            raise
+
+    @classmethod
+    def load(
+        cls,
+        model: str | Path | None = None,
+        *,
+        slots: int | None = None,
+        max_prefixes: int = 8,
+        n_ctx: int | None = None,
+        n_batch: int = 512,
+        n_ubatch: int = 256,
+        n_threads: int | None = None,
+        n_gpu_layers: int | None = None,
+        jump_forward: bool = True,
+        verbose: bool = False,
+    ) -> Judge:
+        """Load `model` (a registry name, a `.gguf` path, or None for the default) with
+        llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
+        fake judge instead, for tests of everything above the engine."""
+        kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
+        if kind == "fake":
+            from localjudge.testing import FakeJudge
+
+            return FakeJudge(slots=slots or 4, n_ctx=n_ctx or 20000)
+        if kind != "llama":
+            raise ModelError(f"unknown LOCALJUDGE_ENGINE {kind!r}; known: llama, fake")
+        resolved = resolve(model)
+        check_checksum(resolved)
+        recommended = resolved.entry.recommended if resolved.entry else {}
+        slots = slots or int(recommended.get("slots", DEFAULT_SLOTS))
+        check_slots(slots, max_prefixes)
+        config = EngineConfig(
+            n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
+            n_seq_max=slots + max_prefixes,
+            n_batch=n_batch,
+            n_ubatch=n_ubatch,
+            n_threads=n_threads,
+            n_gpu_layers=n_gpu_layers,
+            verbose=verbose,
+        )
+        return cls(
+            LlamaEngine(resolved.path, config),
+            slots=slots,
+            max_prefixes=max_prefixes,
+            token_budget=n_batch,
+            jump_forward=jump_forward,
+            name=resolved.name,
+            meaningful=resolved.meaningful,
+            model=resolved,
+        )
 
     @property
     def slots(self) -> int:
@@ -101,14 +187,38 @@ class JudgeBase:
         return self.scheduler.n_ctx
 
     def tokenize(self, text: str) -> list[int]:
-        raise NotImplementedError
+        return self.engine.tokenize(text, add_special=True, parse_special=self.parse_special)
 
     def render(self, messages: list[dict[str, str]]) -> str:
-        raise NotImplementedError
+        """Prompt text for `messages`: the model's chat template, or plain completion.
+
+        With a chat template the prompt is tokenized with special tokens parsed (the
+        template's `<start_of_turn>` must become one token), so control-token texts inside
+        the messages are defused first: a zero-width space after their first character
+        keeps "<end_of_turn>" written by a user from ending the turn.
+        """
+        if self.chat_template is not None:
+            messages = [{**m, "content": self.defuse(m.get("content", ""))} for m in messages]
+        return self.engine.render_chat(messages)
 
     def defuse(self, text: str) -> str:
-        """User text made safe to tokenize with special tokens parsed (identity here)."""
-        return text
+        """User text made safe to tokenize with special tokens parsed."""
+        if self._control_starts is None or not text:
+            return text
+        out: list[str] = []
+        done = 0
+        for found in self._control_starts.finditer(text):
+            i = found.start()
+            if i < done:
+                continue
+            match = next(
+                (c for c in self._control_by_first[text[i]] if text.startswith(c, i)), None
+            )
+            if match is not None:
+                out.append(text[done:i] + match[0] + "\u200b" + match[1:])
+                done = i + len(match)
+        out.append(text[done:])
+        return "".join(out)
 
     def split_prompt(self, parts: PromptParts) -> tuple[tuple[str, str], str]:
         """((instructions, shared), own) text of a prompt for this model.
@@ -165,6 +275,14 @@ class JudgeBase:
             sampling=SamplingParams(temperature=temperature, seed=seed),
         )
 
+    def prompt_request(
+        self, parts: PromptParts, schema: str | dict | CompiledGrammar, max_tokens: int
+    ) -> GenerationRequest:
+        """A request for a prompt: rendered for this judge, split into its shared prefix
+        and its own part."""
+        prefix, suffix = self.split_prompt(parts)
+        return self.request(suffix, schema, prefix=prefix, max_tokens=max_tokens)
+
     def submit(self, request: GenerationRequest) -> Future:
         return self.runtime.submit(request)
 
@@ -211,113 +329,12 @@ class JudgeBase:
     # -- lifetime -------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Stop the runtime (pending requests fail cleanly), then free the engine."""
         self.runtime.close()
+        self.engine.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc_info) -> None:
         self.close()
-
-
-class Judge(JudgeBase):
-    """A judge model loaded in-process through llama.cpp, serving constrained generations in
-    batches. It owns native handles: `close()` it, or use it in a `with` block."""
-
-    def __init__(
-        self,
-        model: str | Path | None = None,
-        *,
-        slots: int | None = None,
-        max_prefixes: int = 8,
-        n_ctx: int | None = None,
-        n_batch: int = 512,
-        n_ubatch: int = 256,
-        n_threads: int | None = None,
-        n_gpu_layers: int | None = None,
-        jump_forward: bool = True,
-        verbose: bool = False,
-    ) -> None:
-        super().__init__()
-        self.model: ResolvedModel = resolve(model)
-        check_checksum(self.model)
-        recommended = self.model.entry.recommended if self.model.entry else {}
-        slots = slots or int(recommended.get("slots", DEFAULT_SLOTS))
-        check_slots(slots, max_prefixes)
-        config = EngineConfig(
-            n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
-            n_seq_max=slots + max_prefixes,
-            n_batch=n_batch,
-            n_ubatch=n_ubatch,
-            n_threads=n_threads,
-            n_gpu_layers=n_gpu_layers,
-            verbose=verbose,
-        )
-        self.engine = LlamaEngine(self.model.path, config)
-        try:
-            self.vocabulary = _vocabulary_for(self.engine)
-            self.chat_template = self.engine.chat_template
-            self.parse_special = self.chat_template is not None
-            self._control_by_first: dict[str, list[str]] = {}  # longest first within a group
-            for text in getattr(self.vocabulary, "control_texts", ()):
-                self._control_by_first.setdefault(text[0], []).append(text)
-            firsts = "".join(re.escape(c) for c in self._control_by_first)
-            self._control_starts = re.compile(f"[{firsts}]") if firsts else None
-            self.scheduler = Scheduler(
-                vocabulary=self.vocabulary,
-                n_ctx=self.engine.n_ctx,
-                max_num_seqs=slots,
-                max_num_prefixes=max_prefixes,
-                token_budget=n_batch,
-                jump_forward=jump_forward,
-            )
-            self.runtime = BatchRuntime(self.engine, self.scheduler, self.tokenize)
-        except BaseException:
-            self.engine.close()
-            raise
-
-    @property
-    def name(self) -> str:
-        return self.model.name
-
-    @property
-    def meaningful(self) -> bool:
-        """False for judges whose verdicts are not meaningful (the embedded base model)."""
-        return self.model.meaningful
-
-    def tokenize(self, text: str) -> list[int]:
-        return self.engine.tokenize(text, add_special=True, parse_special=self.parse_special)
-
-    def render(self, messages: list[dict[str, str]]) -> str:
-        """Prompt text for `messages`: the GGUF chat template, or plain completion.
-
-        With a chat template the prompt is tokenized with special tokens parsed (the
-        template's `<start_of_turn>` must become one token), so control-token texts inside
-        the messages are defused first: a zero-width space after their first character
-        keeps "<end_of_turn>" written by a user from ending the turn.
-        """
-        if self.chat_template is not None:
-            messages = [{**m, "content": self.defuse(m.get("content", ""))} for m in messages]
-        return self.engine.render_chat(messages)
-
-    def defuse(self, text: str) -> str:
-        if self._control_starts is None or not text:
-            return text
-        out: list[str] = []
-        done = 0
-        for found in self._control_starts.finditer(text):
-            i = found.start()
-            if i < done:
-                continue
-            match = next(
-                (c for c in self._control_by_first[text[i]] if text.startswith(c, i)), None
-            )
-            if match is not None:
-                out.append(text[done:i] + match[0] + "\u200b" + match[1:])
-                done = i + len(match)
-        out.append(text[done:])
-        return "".join(out)
-
-    def close(self) -> None:
-        self.runtime.close()
-        self.engine.close()

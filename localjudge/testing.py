@@ -1,152 +1,23 @@
-"""Fakes for exact, fast tests of the logic above the engine (STYLE: fakes ship in the package).
-
-`FakeEngine` executes `StepPlan`s like llama.cpp would, on an emulated KV cache: it checks
-that positions are contiguous per sequence, honours removals and prefix copies, and returns
-logits from a script. If the scheduler got a position, a copy or a row order wrong, the
-script sees the wrong text and the test sees the wrong output.
-"""
+"""Fakes for exact, fast tests of the logic above the engine (STYLE: fakes ship in the
+package): the scripted `FakeEngine`, and `FakeJudge`, a `Judge` composed on it."""
 
 from __future__ import annotations
 
 import json
-import re
-import time
-from collections.abc import Callable
 
-import numpy as np
+from localjudge.engine.fake import BOS_ID, EOS_ID, FakeEngine, FakeTokenizer, Script
+from localjudge.judge import Judge
+from localjudge.scorers.text import split_sentences
 
-from localjudge.engine.plan import StepOutput, StepPlan
-from localjudge.errors import GenerationError
-from localjudge.grammar.vocabulary import TokenVocabulary, build_vocabulary
-from localjudge.judge import JudgeBase
-from localjudge.scheduler import BatchRuntime, Scheduler
-
-BOS_ID, EOS_ID = 0, 1
-_MULTI = [
-    '{"',
-    '"}',
-    '": "',
-    '", "',
-    "yes",
-    "no",
-    "verdict",
-    "reason",
-    "claims",
-    '["',
-    '"]',
-    "mild",
-    "severe",
+__all__ = [
+    "ANSWER_CUES",
+    "BOS_ID",
+    "EOS_ID",
+    "FakeEngine",
+    "FakeJudge",
+    "FakeTokenizer",
+    "rule_script",
 ]
-_CHARS = (
-    ["\n"]
-    + [chr(c) for c in range(32, 127)]
-    + list("あいうえおはがのにをでしたすです。、日本語東京")
-)
-
-
-class FakeTokenizer:
-    """Greedy longest-match tokenizer over a small vocabulary of characters and a few words."""
-
-    def __init__(self) -> None:
-        self.pieces: list[str] = ["<bos>", "<eos>"] + _CHARS + _MULTI
-        self.ids = {p: i for i, p in enumerate(self.pieces)}
-        self.max_len = max(len(p) for p in self.pieces)
-        # longest match first, in C: alternatives sorted by length, any other character last
-        texts = sorted((p for p in self.pieces[EOS_ID + 1 :]), key=len, reverse=True)
-        self._pattern = re.compile("|".join(re.escape(p) for p in texts) + "|.", re.DOTALL)
-
-    @property
-    def n_vocab(self) -> int:
-        return len(self.pieces)
-
-    def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
-        tokens = [BOS_ID] if add_bos else []
-        unknown = self.ids["?"]
-        tokens.extend(self.ids.get(piece, unknown) for piece in self._pattern.findall(text))
-        return tokens
-
-    def detokenize(self, tokens: list[int]) -> str:
-        return "".join(self.pieces[t] for t in tokens if t > EOS_ID)
-
-    def vocabulary(self) -> TokenVocabulary:
-        triples = [(i, p.encode(), 0 if i > EOS_ID else 8) for i, p in enumerate(self.pieces)]
-        return build_vocabulary(triples, eos_id=EOS_ID, n_vocab=self.n_vocab)
-
-
-Script = Callable[[str], str]  # prompt text -> the output the fake model wants to write
-
-
-class FakeEngine:
-    """Executes step plans on an emulated KV cache; logits come from a script."""
-
-    def __init__(
-        self,
-        script: Script,
-        *,
-        marker: str | tuple[str, ...] = "\n>",
-        tokenizer: FakeTokenizer | None = None,
-        step_seconds: float = 0.0,
-    ) -> None:
-        self.tokenizer = tokenizer or FakeTokenizer()
-        self.step_seconds = step_seconds  # emulated device time per step
-        self.script = script
-        self.markers = (marker,) if isinstance(marker, str) else tuple(marker)
-        self.kv: dict[int, list[int]] = {}
-        self.plans: list[StepPlan] = []
-        self.n_vocab = self.tokenizer.n_vocab
-
-    def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer.tokenize(text)
-
-    def clear(self) -> None:
-        self.kv.clear()
-
-    def execute(self, plan: StepPlan) -> StepOutput:
-        if self.step_seconds:
-            time.sleep(self.step_seconds)
-        self.plans.append(plan)
-        for seq_id in plan.removals:
-            self.kv.pop(seq_id, None)
-        for copy in plan.copies:
-            source = self.kv.get(copy.src, [])
-            if len(source) < copy.p1:
-                raise GenerationError(
-                    f"copy of positions {copy.p0}..{copy.p1} from a sequence of {len(source)}"
-                )
-            self.kv[copy.dst] = list(source[copy.p0 : copy.p1])
-        rows = []
-        for item in plan.tokens:
-            cells = self.kv.setdefault(item.seq_id, [])
-            if item.pos != len(cells):
-                raise GenerationError(
-                    f"seq {item.seq_id}: position {item.pos} but {len(cells)} cells"
-                )
-            cells.append(item.token)
-            if item.logits:
-                rows.append(self._logits(cells))
-        logits = np.array(rows, dtype=np.float32).reshape(len(rows), self.n_vocab)
-        return StepOutput(logits=logits)
-
-    def _logits(self, cells: list[int]) -> np.ndarray:
-        text = self.tokenizer.detokenize(cells)
-        logits = np.zeros(self.n_vocab, dtype=np.float32)
-        cut, marker = max((text.rfind(m), m) for m in self.markers)
-        if cut < 0:
-            return logits
-        prompt, written = text[: cut + len(marker)], text[cut + len(marker) :]
-        target = self.script(prompt)
-        if not target.startswith(written):
-            return logits
-        remainder = target[len(written) :]
-        if not remainder:
-            logits[EOS_ID] = 10.0
-            return logits
-        for size in range(min(self.tokenizer.max_len, len(remainder)), 0, -1):
-            token = self.tokenizer.ids.get(remainder[:size])
-            if token is not None and token > EOS_ID:
-                logits[token] = 10.0
-                return logits
-        return logits
 
 
 ANSWER_CUES = ("Answer: ", "Claims: ", "Explanation: ")
@@ -157,8 +28,6 @@ def rule_script(prompt: str) -> str:
     """The default fake judge: plain rules a test can predict. A claim is hallucinated
     when the context does not contain it word for word; a statement is toxic when it holds
     one of `TOXIC_WORDS`; claims are the text's sentences."""
-    from localjudge.scorers.text import split_sentences
-
     last = prompt.rsplit("\n\n", 1)[-1]
     if prompt.endswith("Explanation: "):
         return '{"reason":"Explained by the fake judge."}'
@@ -180,14 +49,13 @@ def rule_script(prompt: str) -> str:
     return json.dumps({"verdict": verdict, "reason": "Checked."}, separators=(",", ":"))
 
 
-class FakeJudge(JudgeBase):
+class FakeJudge(Judge):
     """A judge on the fake engine: the scorers' whole pipeline, with scripted replies.
 
     `script(prompt)` returns the JSON text the fake model writes after the prompt's answer
-    cue (the prompts end with "Answer: ", "Claims: " or "Explanation: ").
+    cue (the prompts end with "Answer: ", "Claims: " or "Explanation: "); the default,
+    `rule_script`, follows plain rules a test can predict.
     """
-
-    name = "fake-judge"
 
     def __init__(
         self,
@@ -198,18 +66,12 @@ class FakeJudge(JudgeBase):
         meaningful: bool = True,
         step_seconds: float = 0.0,
     ) -> None:
-        super().__init__()
-        self.meaningful = meaningful
-        self.engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds)
-        self.vocabulary = self.engine.tokenizer.vocabulary()
-        self.scheduler = Scheduler(
-            vocabulary=self.vocabulary,
-            n_ctx=n_ctx,
-            max_num_seqs=slots,
-            max_num_prefixes=slots + 2,
+        engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)
+        super().__init__(
+            engine,
+            slots=slots,
+            max_prefixes=slots + 2,
             token_budget=256,
+            name="fake-judge",
+            meaningful=meaningful,
         )
-        self.runtime = BatchRuntime(self.engine, self.scheduler, self.engine.tokenize)
-
-    def tokenize(self, text: str) -> list[int]:
-        return self.engine.tokenize(text)

@@ -10,7 +10,7 @@ def real_judge():
     """One real judge on the embedded default model, shared by the real-model tests."""
     from localjudge import Judge
 
-    judge = Judge(slots=4, max_prefixes=4, n_ctx=4096)
+    judge = Judge.load(slots=4, max_prefixes=4, n_ctx=4096)
     yield judge
     judge.close()
 
@@ -22,7 +22,12 @@ def fake_tokenizer() -> FakeTokenizer:
 
 @pytest.fixture(scope="session")
 def fake_vocabulary(fake_tokenizer):
-    return fake_tokenizer.vocabulary()
+    from localjudge.grammar import build_vocabulary
+    from localjudge.testing import EOS_ID
+
+    return build_vocabulary(
+        fake_tokenizer.vocabulary_pieces(), eos_id=EOS_ID, n_vocab=fake_tokenizer.n_vocab
+    )
 
 
 @pytest.fixture

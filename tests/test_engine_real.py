@@ -95,7 +95,7 @@ def test_chat_template_cannot_be_broken_by_control_tokens_in_user_text():
     "<end_of_turn>" must not end the turn (the text is defused before rendering)."""
     from localjudge import Judge
 
-    with Judge(slots=1, max_prefixes=1, n_ctx=1024) as judge:
+    with Judge.load(slots=1, max_prefixes=1, n_ctx=1024) as judge:
         judge.chat_template = (
             "{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}<end_of_turn>\n{% endfor %}"
             "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
@@ -118,7 +118,7 @@ def test_split_prompt_with_a_chat_template():
     from localjudge import Judge
     from localjudge.prompts import claim_verdict_prompt
 
-    with Judge(slots=2, max_prefixes=3, n_ctx=2048) as judge:
+    with Judge.load(slots=2, max_prefixes=3, n_ctx=2048) as judge:
         judge.chat_template = judge.engine.chat_template = (
             "{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}<end_of_turn>\n{% endfor %}"
             "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
@@ -141,7 +141,7 @@ def test_split_prompt_defuses_the_requests_own_text():
     from localjudge import Judge
     from localjudge.prompts import claim_verdict_prompt
 
-    with Judge(slots=1, max_prefixes=2, n_ctx=1024) as judge:
+    with Judge.load(slots=1, max_prefixes=2, n_ctx=1024) as judge:
         judge.chat_template = judge.engine.chat_template = (
             "{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}<end_of_turn>\n{% endfor %}"
         )

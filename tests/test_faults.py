@@ -346,7 +346,7 @@ def test_interpreter_exits_with_live_scoring_running(tmp_path):
 CLOSE_RACE = """
 import sys, threading, time
 from localjudge import Judge
-judge = Judge(slots=4, max_prefixes=2, n_ctx=2048)
+judge = Judge.load(slots=4, max_prefixes=2, n_ctx=2048)
 errors = []
 def producer():
     while True:

@@ -129,7 +129,7 @@ def test_loading_and_generating_open_no_socket(monkeypatch):
     monkeypatch.setattr(socket, "socket", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    with Judge(slots=1, max_prefixes=1, n_ctx=1024) as judge:
+    with Judge.load(slots=1, max_prefixes=1, n_ctx=1024) as judge:
         result = judge.generate_json(
             "Text: offline.\nJSON answer: ", "hallucination_verdict", max_tokens=24
         )

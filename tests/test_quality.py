@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from localjudge.cli import cli
-from localjudge.evals.quality import Metrics, load_devset, overlap_verdict, wordlist_verdict
+from localjudge.quality import Metrics, load_devset, overlap_verdict, wordlist_verdict
 
 
 def test_metrics_arithmetic():

@@ -93,7 +93,7 @@ def test_a_registry_model_is_checked_against_its_sha256_on_first_load(
     add_model("mine", path)
     path.write_bytes(path.read_bytes() + b"tampered")
     with pytest.raises(ChecksumError, match="does not match the registry"):
-        Judge("mine")  # refused before llama.cpp ever reads the file
+        Judge.load("mine")  # refused before llama.cpp ever reads the file
     path.write_bytes(path.read_bytes()[: -len(b"tampered")])
     resolved = registry.resolve("mine")
     registry.check_checksum(resolved)  # hashes once, remembers (path, size, mtime)
@@ -111,7 +111,7 @@ def test_slots_beyond_llama_cpp_sequences_are_refused_up_front(tmp_home):
     from localjudge.cli import cli
 
     with pytest.raises(ModelError, match="exceed llama.cpp's 256 sequences"):
-        Judge(slots=256)
+        Judge.load(slots=256)
     result = CliRunner().invoke(
         cli, ["eval", "x.jsonl", "--scorer", "toxicity", "--out", "o.jsonl", "--slots", "256"]
     )

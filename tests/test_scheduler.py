@@ -193,7 +193,7 @@ def test_jump_forward_gives_identical_output_and_skips_logits(fake_vocabulary, t
         runs[jump] = (
             [r.text for r in results],
             sum(p.num_logits for p in engine.plans),
-            scheduler.num_forced_tokens,
+            scheduler.stats.num_forced_tokens,
         )
     assert runs[True][0] == runs[False][0]
     assert runs[True][2] > 0 and runs[False][2] == 0
@@ -248,7 +248,7 @@ def test_prefix_is_kept_for_queued_requests_with_one_slot(fake_vocabulary, gramm
     assert results[0].counts.prompt_evaluated > prefix_len  # the first request paid for the prefix
     assert all(r.counts.prompt_evaluated < prefix_len for r in results[1:])
     assert all(r.counts.prefix_reused == prefix_len for r in results)
-    assert scheduler.num_prompt_tokens == sum(r.counts.prompt_evaluated for r in results)
+    assert scheduler.stats.num_prompt_tokens == sum(r.counts.prompt_evaluated for r in results)
     assert engine.kv == {} and not scheduler.groups
 
 
@@ -284,7 +284,7 @@ def test_nested_prefixes_share_instructions_across_items(fake_vocabulary, gramma
     own = sum(
         n - len(engine.tokenize(instructions + contexts[k // 3])) for k, n in enumerate(prompt_lens)
     )
-    assert scheduler.num_prompt_tokens == instructions_len + total_prefixes + own
+    assert scheduler.stats.num_prompt_tokens == instructions_len + total_prefixes + own
     parent_copies = [c for plan in engine.plans for c in plan.copies if c.p1 == instructions_len]
     assert len(parent_copies) == 3  # each item's context group starts from the instructions
     assert engine.kv == {} and not scheduler.groups and scheduler.num_reserved_cells == 0

@@ -19,10 +19,10 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from localjudge.engine.base import ATTR_CONTROL
 from localjudge.engine.gguf import GGUFHeader, read_gguf_header
 from localjudge.engine.plan import StepOutput, StepPlan
 from localjudge.errors import GenerationError, ModelError
-from localjudge.grammar.vocabulary import ATTR_CONTROL
 
 _backend_lock = threading.Lock()
 _backend_ready = False
@@ -88,11 +88,12 @@ class EngineConfig:
 
 
 class LlamaEngine:
-    """A loaded GGUF model with a multi-sequence llama.cpp context."""
+    """A loaded GGUF model with a multi-sequence llama.cpp context (an `Engine`)."""
 
     def __init__(self, path: str | Path, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         self.path = Path(path)
+        self.name = self.path.name
         self.header: GGUFHeader = read_gguf_header(self.path)
         _init_backend(self.config.verbose)
         self._model = None
@@ -191,6 +192,12 @@ class LlamaEngine:
     @property
     def closed(self) -> bool:
         return self._ctx is None
+
+    @property
+    def cache_key(self) -> str:
+        """The model file, as it is now: a changed file gets a new vocabulary cache."""
+        stat = self.path.stat()
+        return f"{self.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
 
     def __enter__(self) -> LlamaEngine:
         return self
@@ -380,3 +387,21 @@ def _ftype_name(value: object) -> str:
     if isinstance(value, int):
         return _FTYPES.get(value, f"ftype {value}")
     return "unknown"
+
+
+def open_llama(path: Path, *, n_ctx: int, n_threads: int | None, n_gpu_layers: int | None):
+    """llama-cpp-python's high-level `Llama` on `path`, for baselines that need it (the
+    benchmark's outlines way), so that nothing outside `engine/` imports llama_cpp."""
+    threads = n_threads or physical_cores()
+    if n_gpu_layers is None:
+        n_gpu_layers = -1 if gpu_offload_available() else 0
+    return llama_cpp.Llama(
+        str(path),
+        n_ctx=n_ctx,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_batch=512,
+        n_ubatch=256,
+        n_gpu_layers=n_gpu_layers,
+        verbose=False,
+    )

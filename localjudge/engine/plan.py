@@ -44,15 +44,8 @@ class StepPlan:
     tokens: list[BatchToken] = field(default_factory=list)  # the batch, in order
 
     @property
-    def num_tokens(self) -> int:
-        return len(self.tokens)
-
-    @property
     def num_logits(self) -> int:
         return sum(1 for t in self.tokens if t.logits)
-
-    def is_empty(self) -> bool:
-        return not (self.removals or self.copies or self.tokens)
 
 
 @dataclass

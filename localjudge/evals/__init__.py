@@ -1,19 +1,21 @@
-"""Evaluation over datasets: dev-set quality measurements."""
+"""Evaluation runs: `run_evals` over items, datasets on disk with resumable results files,
+and live scoring of a pipeline's outputs."""
 
-from localjudge.evals.quality import (
-    Metrics,
-    hallucination_quality,
-    load_devset,
-    overlap_verdict,
-    toxicity_quality,
-    wordlist_verdict,
-)
+from localjudge.evals.batch import evaluate_file
+from localjudge.evals.dataset import DatasetError, ResultsFile, read_dataset
+from localjudge.evals.live import LiveScorer, LiveStats
+from localjudge.evals.run import EvalItem, EvalResult, ItemResult, run_evals, run_evals_async
 
 __all__ = [
-    "Metrics",
-    "hallucination_quality",
-    "load_devset",
-    "overlap_verdict",
-    "toxicity_quality",
-    "wordlist_verdict",
+    "DatasetError",
+    "EvalItem",
+    "EvalResult",
+    "ItemResult",
+    "LiveScorer",
+    "LiveStats",
+    "ResultsFile",
+    "evaluate_file",
+    "read_dataset",
+    "run_evals",
+    "run_evals_async",
 ]

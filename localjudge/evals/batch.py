@@ -9,7 +9,8 @@ from typing import Any
 
 from localjudge.evals.dataset import DatasetRow, ResultsFile, read_dataset
 from localjudge.evals.run import ItemResult, run_evals_async
-from localjudge.scorers.base import Scorer, run_coroutine
+from localjudge.scorers.base import Scorer
+from localjudge.scorers.steps import run_coroutine
 
 BUCKETS = ((0.0, 0.0), (0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
 BUCKET_LABELS = ("=0", "<=.25", "<=.5", "<=.75", "<=1")

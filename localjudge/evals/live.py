@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from localjudge.evals.dataset import json_line
-from localjudge.scorers.base import Scorer, ScorerResult, ScorerRun
+from localjudge.scorers.base import Scorer
+from localjudge.scorers.result import ScorerResult
+from localjudge.scorers.run import ScorerRun
 
 
 @dataclass

@@ -11,13 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localjudge.errors import LocalJudgeError, ScorerInputError, error_kind
-from localjudge.scorers.base import (
-    Scorer,
-    ScorerResult,
-    ScorerRun,
-    record_fields,
-    run_coroutine,
-)
+from localjudge.scorers.base import Scorer
+from localjudge.scorers.result import ScorerResult
+from localjudge.scorers.run import ScorerRun, record_fields
+from localjudge.scorers.steps import run_coroutine
 
 ITEM_FIELDS = ("input", "output", "context", "ground_truth", "request_context", "id", "metadata")
 ITEM_ERROR = "item"  # the key of an item's own error (malformed, or no output to score)

@@ -16,11 +16,8 @@ from pathlib import Path
 import numpy as np
 import outlines_core
 
-# llama_token_attr flags (llama.h)
-ATTR_UNKNOWN = 1 << 0
-ATTR_UNUSED = 1 << 1
-ATTR_CONTROL = 1 << 3
-ATTR_BYTE = 1 << 5
+from localjudge.engine.base import ATTR_CONTROL, ATTR_UNKNOWN, ATTR_UNUSED
+
 _EXCLUDED_ATTRS = ATTR_UNKNOWN | ATTR_UNUSED | ATTR_CONTROL
 
 

@@ -28,12 +28,3 @@ class PromptParts:
             {"role": "system", "content": self.instructions},
             {"role": "user", "content": shared + own},
         ]
-
-    @property
-    def completion_prefix(self) -> str:
-        return self.instructions + "\n\n" + self.shared
-
-    @property
-    def text(self) -> str:
-        """The full prompt in completion format (what a base model reads)."""
-        return self.completion_prefix + self.own

@@ -1,6 +1,6 @@
 """Continuous batching: requests, the scheduler state machine, and its runtime."""
 
-from localjudge.scheduler.core import Finished, ScheduledStep, Scheduler, TokenizedRequest
+from localjudge.scheduler.core import Scheduler
 from localjudge.scheduler.request import (
     ChoicePoint,
     GenerationRequest,
@@ -10,6 +10,8 @@ from localjudge.scheduler.request import (
     TokenCounts,
 )
 from localjudge.scheduler.runtime import BatchRuntime, split_shared_prefix
+from localjudge.scheduler.state import Finished, ScheduledStep, TokenizedRequest
+from localjudge.scheduler.stats import SchedulerStats
 
 __all__ = [
     "BatchRuntime",
@@ -20,6 +22,7 @@ __all__ = [
     "SamplingParams",
     "ScheduledStep",
     "Scheduler",
+    "SchedulerStats",
     "Timings",
     "TokenCounts",
     "TokenizedRequest",

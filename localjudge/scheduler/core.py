@@ -6,8 +6,9 @@ plus prompt + token budget of each admitted sequence) never exceeds `n_ctx`. So 
 never overflows the KV cache: admission waits instead.
 
 One step is `schedule() -> ScheduledStep`, executed by an engine, then
-`update_from_output(step, output)`. The scheduler never touches llama.cpp; tests drive it
-with hand-built logits.
+`update_from_output(step, output)`. The scheduler plans (admission, prefixes, the batch);
+`choice.TokenChooser` picks tokens. It never touches llama.cpp; tests drive it with
+hand-built logits.
 
 Order of work inside a step, within `token_budget` tokens:
 1. running sequences: the token sampled last step plus any jump-forward tokens, logits on
@@ -19,147 +20,24 @@ Order of work inside a step, within `token_budget` tokens:
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
-from enum import Enum
 
-import jsonschema
 import numpy as np
-import outlines_core
 
 from localjudge.engine.plan import BatchToken, SeqCopy, StepOutput, StepPlan
-from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled, VerdictError
-from localjudge.grammar.compiled import CompiledGrammar
+from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled
 from localjudge.grammar.vocabulary import TokenVocabulary
-from localjudge.scheduler.request import (
-    ChoicePoint,
-    GenerationRequest,
-    GenerationResult,
-    SamplingParams,
-    Timings,
-    TokenCounts,
+from localjudge.scheduler.choice import TokenChooser
+from localjudge.scheduler.state import (
+    Finished,
+    PrefixGroup,
+    ScheduledStep,
+    SeqStatus,
+    Sequence,
+    TokenizedRequest,
 )
-
-
-class SeqStatus(Enum):
-    WAITING = "waiting"  # queued, holds nothing
-    PREFILL = "prefill"  # admitted: holds a seq id and cells, prompt being evaluated
-    DECODE = "decode"  # generating
-    FINISHED = "finished"
-
-
-@dataclass
-class TokenizedRequest:
-    """A request after tokenization: the shared prefix and the rest of the prompt."""
-
-    request: GenerationRequest
-    prefix_tokens: list[int]  # shared tokens (a true token prefix of the prompt); may be empty
-    prompt_tokens: list[int]  # tokens this request evaluates itself (at least one)
-    prefix_cuts: tuple[int, ...] = ()  # nested shared prefixes, by length; the last is the whole
-    submitted_at: float = field(default_factory=time.perf_counter)
-    num_attempts: int = 0  # engine failures this request has been requeued after
-    level_keys: tuple[tuple[int, ...], ...] = field(init=False)  # prefix group per level
-
-    def __post_init__(self) -> None:
-        cuts = [c for c in self.prefix_cuts if 0 < c < len(self.prefix_tokens)]
-        if self.prefix_tokens:
-            cuts.append(len(self.prefix_tokens))
-        self.level_keys = tuple(tuple(self.prefix_tokens[:c]) for c in sorted(set(cuts)))
-
-    @property
-    def prefix_key(self) -> tuple[int, ...]:
-        """The innermost prefix group this request reads from (empty: none)."""
-        return self.level_keys[-1] if self.level_keys else ()
-
-
-@dataclass
-class PrefixGroup:
-    """A prefix evaluated once into its own sequence and shared by copying its cells.
-
-    Groups nest: the judge's instructions can be one group and each item's context a child
-    group that starts from a copy of its parent's cells, so the instructions are evaluated
-    once for all items.
-    """
-
-    key: tuple[int, ...]  # the prefix tokens
-    seq_id: int  # llama.cpp sequence holding the prefix
-    parent: PrefixGroup | None = None  # the group whose cells this one starts from
-    copied: bool = False  # the parent's cells were shared into this group
-    num_evaluated: int = 0  # tokens already in this group's sequence
-    num_refs: int = 0  # admitted sequences and child groups that use it
-
-    @property
-    def ready(self) -> bool:
-        return self.num_evaluated == len(self.key)
-
-    @property
-    def own_cells(self) -> int:
-        """KV cells this group adds beyond its parent's."""
-        return len(self.key) - (len(self.parent.key) if self.parent else 0)
-
-
-@dataclass
-class Sequence:
-    """One request's life inside the scheduler."""
-
-    item: TokenizedRequest
-    grammar: CompiledGrammar
-    sampling: SamplingParams
-    status: SeqStatus = SeqStatus.WAITING
-    seq_id: int | None = None
-    group: PrefixGroup | None = None
-    copied: bool = False  # prefix cells shared into this sequence
-    num_prompt_done: int = 0  # prompt tokens decoded
-    guide: outlines_core.Guide | None = None  # this sequence's outlines guide
-    state: int = 0  # the guide's state after the output so far
-    output_tokens: list[int] = field(default_factory=list)
-    output_bytes: bytearray = field(default_factory=bytearray)
-    pending: list[int] = field(default_factory=list)  # output tokens not yet in the KV cache
-    kv_len: int = 0  # positions of this sequence already in the KV cache
-    choices: list[ChoicePoint] = field(default_factory=list)
-    counts: TokenCounts = field(default_factory=TokenCounts)
-    admitted_at: float = 0.0
-    first_token_at: float = 0.0
-    forced_close: bool = False  # the budget forced the closing path at least once
-    rng: np.random.Generator | None = None
-    cancelled: bool = False
-
-    @property
-    def request_id(self) -> str:
-        return self.item.request.request_id
-
-    @property
-    def prefix_key(self) -> tuple[int, ...]:
-        return self.item.prefix_key
-
-    @property
-    def max_tokens(self) -> int:
-        return self.item.request.max_tokens
-
-    @property
-    def cells_needed(self) -> int:
-        return len(self.item.prompt_tokens) + self.max_tokens
-
-
-@dataclass
-class Finished:
-    """A request that left the scheduler: exactly one of `result` and `error` is set."""
-
-    request_id: str
-    result: GenerationResult | None = None
-    error: Exception | None = None
-
-
-@dataclass
-class ScheduledStep:
-    """A step plan plus what the scheduler needs to read its output back."""
-
-    plan: StepPlan
-    rows: list[Sequence]  # the sequence each logits row belongs to, in row order
-    num_prompt_tokens: int = 0  # prompt and prefix tokens in this step
-    num_output_tokens: int = 0  # previously chosen output tokens fed in this step
+from localjudge.scheduler.stats import SchedulerStats
 
 
 class Scheduler:
@@ -192,19 +70,8 @@ class Scheduler:
         self._finished: list[Finished] = []
         self._awaited: Counter[tuple[int, ...]] = Counter()  # prefix keys of queued requests
         self.num_reserved_cells = 0
-        self.num_steps = 0
-        self.num_prompt_tokens = 0  # prompt + prefix tokens decoded, all requests
-        self.num_generated_tokens = 0
-        self.num_forced_tokens = 0
-        self.decode_seconds = 0.0  # engine time of all steps
-        self.generation_steps = 0  # steps that carried output tokens only (no prompt tokens)
-        self.generation_tokens = 0  # output tokens fed in those steps
-        self.generation_seconds = 0.0  # engine time of those steps
-
-    @property
-    def num_seq_ids(self) -> int:
-        """Sequence ids the engine context must provide (`n_seq_max`)."""
-        return self.max_num_seqs + self.max_num_prefixes
+        self.stats = SchedulerStats()
+        self.chooser = TokenChooser(vocabulary, self.stats, jump_forward=jump_forward)
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -482,13 +349,14 @@ class Scheduler:
 
     def update_from_output(self, step: ScheduledStep, output: StepOutput) -> None:
         """Choose each row's next token under its grammar; finish sequences whose JSON is done."""
-        self.num_steps += 1
-        self.num_prompt_tokens += step.num_prompt_tokens
-        self.decode_seconds += output.seconds
+        stats = self.stats
+        stats.num_steps += 1
+        stats.num_prompt_tokens += step.num_prompt_tokens
+        stats.decode_seconds += output.seconds
         if step.num_prompt_tokens == 0 and step.num_output_tokens:
-            self.generation_steps += 1
-            self.generation_tokens += step.num_output_tokens
-            self.generation_seconds += output.seconds
+            stats.generation_steps += 1
+            stats.generation_tokens += step.num_output_tokens
+            stats.generation_seconds += output.seconds
         if output.logits.shape[0] != len(step.rows):
             raise GenerationError(
                 f"engine returned {output.logits.shape[0]} logits rows for {len(step.rows)} sequences"
@@ -501,138 +369,15 @@ class Scheduler:
                 seq.status = SeqStatus.DECODE
                 seq.first_token_at = now
             try:
-                self._advance(seq, output.logits[row])
+                if self.chooser.advance(seq, output.logits[row]):
+                    self._release(seq)
+                    self._finished.append(self.chooser.finish(seq))
             except Exception as error:  # one broken sequence must not stop the others
                 self._release(seq)
                 self._fail(
                     seq,
                     error if isinstance(error, GenerationError) else GenerationError(str(error)),
                 )
-
-    def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
-        grammar = seq.grammar
-        self._accept(seq, self._choose(seq, logits), forced=False)
-        while self.jump_forward and not grammar.is_final(seq.state):
-            forced = self._forced(seq)
-            if forced is None:
-                break
-            self._accept(seq, forced, forced=True)
-        if grammar.is_final(seq.state):
-            self._complete(seq)
-
-    @staticmethod
-    def _forced(seq: Sequence) -> int | None:
-        """The grammar's only token here, if taking it still leaves room to close the JSON."""
-        grammar = seq.grammar
-        token = grammar.forced_token(seq.state)
-        if token is None:
-            return None
-        limit = seq.max_tokens - len(seq.output_tokens) - 1
-        next_state = grammar.next_state(seq.state, token)
-        if next_state is None or grammar.distance.get(next_state, limit + 1) > limit:
-            return None
-        return token
-
-    def _accept(self, seq: Sequence, token: int, *, forced: bool) -> None:
-        try:
-            seq.guide.advance(token, return_tokens=False)
-        except ValueError:  # _choose only returns allowed tokens; this guards the invariant
-            raise GenerationError(f"token {token} is not allowed by the grammar") from None
-        seq.state = seq.guide.get_state()
-        seq.output_tokens.append(token)
-        seq.output_bytes += self.vocabulary.token_bytes.get(token, b"")
-        seq.pending.append(token)
-        seq.counts.generated += 1
-        self.num_generated_tokens += 1
-        if forced:
-            seq.counts.forced += 1
-            self.num_forced_tokens += 1
-
-    def _choose(self, seq: Sequence, logits: np.ndarray) -> int:
-        """The next token: greedy fast path, else masked choice, else the closing path.
-
-        A token is only taken if the JSON can still be closed within the budget left after
-        it (`distance` of its next state <= tokens left - 1). The closing tokens always
-        satisfy that, because the budget never drops below the current distance.
-        """
-        grammar = seq.grammar
-        state = seq.state
-        limit = seq.max_tokens - len(seq.output_tokens) - 1
-        distance = grammar.distance
-
-        field_name = grammar.choice_at(state, seq.output_bytes)
-        if field_name is not None:
-            self._record_choice(seq, field_name, logits)
-
-        forced = self._forced(seq)
-        if forced is not None:  # what jump-forward would have appended without logits
-            return forced
-        if seq.sampling.greedy:
-            token = int(np.argmax(logits))
-            next_state = grammar.next_state(state, token)
-            if next_state is not None and distance.get(next_state, limit + 1) <= limit:
-                return token
-        allowed = grammar.allowed[state]
-        if len(allowed) == 0:
-            raise GenerationError("grammar has no allowed token in a non-final state")
-        scores = logits[allowed]
-        if seq.sampling.greedy:
-            token = int(allowed[int(np.argmax(scores))])
-        else:
-            probs = _softmax(scores / seq.sampling.temperature)
-            token = int(allowed[int(seq.rng.choice(len(allowed), p=probs))])
-        next_state = grammar.next_state(state, token)
-        if next_state is not None and distance.get(next_state, limit + 1) <= limit:
-            return token
-        seq.forced_close = True
-        closing = grammar.closing[state]
-        return int(closing[int(np.argmax(logits[closing]))])
-
-    def _record_choice(self, seq: Sequence, field_name: str, logits: np.ndarray) -> None:
-        grammar = seq.grammar
-        allowed = grammar.allowed[seq.state]
-        probs = _softmax(logits[allowed].astype(np.float64))
-        by_option: dict[str, float] = dict.fromkeys(grammar.enum_fields[field_name], 0.0)
-        for token, prob in zip(allowed.tolist(), probs.tolist(), strict=True):
-            option = grammar.option_of(field_name, grammar.token_text.get(token, ""))
-            if option is not None:
-                by_option[option] += prob
-        total = sum(by_option.values()) or 1.0
-        probabilities = {k: v / total for k, v in by_option.items()}
-        seq.choices.append(ChoicePoint(field=field_name, probabilities=probabilities, chosen=""))
-
-    def _complete(self, seq: Sequence) -> None:
-        now = time.perf_counter()
-        text = seq.output_bytes.decode("utf-8", "replace")
-        self._release(seq)
-        try:
-            value = json.loads(text)
-            jsonschema.validate(value, seq.grammar.schema)
-        except (ValueError, jsonschema.ValidationError) as error:
-            message = getattr(error, "message", str(error))
-            self._fail(seq, VerdictError(f"judge reply failed validation: {message}"))
-            return
-        choices = [
-            ChoicePoint(
-                field=c.field, probabilities=c.probabilities, chosen=str(value.get(c.field, ""))
-            )
-            for c in seq.choices
-        ]
-        submitted = seq.item.submitted_at
-        result = GenerationResult(
-            request_id=seq.request_id,
-            value=value,
-            text=text,
-            counts=seq.counts,
-            timings=Timings(
-                queued_s=seq.admitted_at - submitted,
-                first_token_s=seq.first_token_at - submitted,
-                total_s=now - submitted,
-            ),
-            choices=choices,
-            finish_reason="budget" if seq.forced_close else "stop",
-        )
-        self._finished.append(Finished(request_id=seq.request_id, result=result))
 
     def requeue_running(self, error: Exception, max_attempts: int = 3) -> None:
         """The engine lost its KV cache (a step failed and it was cleared): start every
@@ -669,8 +414,3 @@ class Scheduler:
             self._fail(self.waiting.popleft(), error)
         self._awaited.clear()
         self._drop_idle_groups()
-
-
-def _softmax(scores: np.ndarray) -> np.ndarray:
-    shifted = np.exp(scores - np.max(scores))
-    return shifted / shifted.sum()

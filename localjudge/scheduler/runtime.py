@@ -8,25 +8,19 @@ so every `llama_decode` carries the work of all producers at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import queue
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from localjudge.engine.plan import StepOutput, StepPlan
+from localjudge.engine.base import Engine
 from localjudge.errors import GenerationError, LocalJudgeError, RequestCancelled
-from localjudge.scheduler.core import Scheduler, TokenizedRequest
+from localjudge.scheduler.core import Scheduler
 from localjudge.scheduler.request import GenerationRequest, GenerationResult
-
-
-class StepEngine(Protocol):
-    """What the runtime needs from an engine (the real one or a fake)."""
-
-    def execute(self, plan: StepPlan) -> StepOutput: ...
-
-    def clear(self) -> None: ...
+from localjudge.scheduler.state import TokenizedRequest
+from localjudge.scheduler.stats import SchedulerStats
 
 
 def split_shared_prefix(prefix_tokens: list[int], full_tokens: list[int]) -> int:
@@ -40,25 +34,6 @@ def split_shared_prefix(prefix_tokens: list[int], full_tokens: list[int]) -> int
     return min(shared, len(full_tokens) - 1)
 
 
-@dataclass(frozen=True)
-class RuntimeStats:
-    """Totals since the runtime started (a snapshot of the scheduler's counters)."""
-
-    num_steps: int
-    num_prompt_tokens: int  # prompt and prefix tokens evaluated
-    num_generated_tokens: int  # output tokens (sampled + forced)
-    num_forced_tokens: int  # output tokens appended without logits
-    decode_seconds: float  # engine time of all steps
-    generation_steps: int  # steps that carried output tokens only (no prompt tokens)
-    generation_tokens: int  # output tokens fed in those steps
-    generation_seconds: float  # engine time of those steps
-
-    @property
-    def generation_tokens_per_s(self) -> float:
-        """Output-token throughput of pure generation steps (llama-batched-bench's S_TG)."""
-        return self.generation_tokens / self.generation_seconds if self.generation_seconds else 0.0
-
-
 class BatchRuntime:
     """A scheduler, an engine and the worker thread that runs steps while work exists.
 
@@ -70,7 +45,7 @@ class BatchRuntime:
     max_attempts = 3  # engine step failures a request survives (requeued each time)
 
     def __init__(
-        self, engine: StepEngine, scheduler: Scheduler, tokenize: Callable[[str], list[int]]
+        self, engine: Engine, scheduler: Scheduler, tokenize: Callable[[str], list[int]]
     ) -> None:
         self.engine = engine
         self.scheduler = scheduler
@@ -85,18 +60,9 @@ class BatchRuntime:
         self.num_step_failures = 0  # engine steps that raised (their requests were requeued)
 
     @property
-    def stats(self) -> RuntimeStats:
-        s = self.scheduler
-        return RuntimeStats(
-            num_steps=s.num_steps,
-            num_prompt_tokens=s.num_prompt_tokens,
-            num_generated_tokens=s.num_generated_tokens,
-            num_forced_tokens=s.num_forced_tokens,
-            decode_seconds=s.decode_seconds,
-            generation_steps=s.generation_steps,
-            generation_tokens=s.generation_tokens,
-            generation_seconds=s.generation_seconds,
-        )
+    def stats(self) -> SchedulerStats:
+        """A snapshot of the scheduler's counters."""
+        return dataclasses.replace(self.scheduler.stats)
 
     @property
     def closed(self) -> bool:

@@ -12,25 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from localjudge.errors import ScorerInputError
-from localjudge.judge import JudgeBase
+from localjudge.judge import Judge
 from localjudge.prompts import (
     HALLUCINATION_PROMPT_VERSION,
     claim_verdict_prompt,
     claims_prompt,
     hallucination_reason_prompt,
 )
-from localjudge.scorers.base import (
-    Scorer,
-    ScorerResult,
-    ScorerRun,
-    StepUsage,
-    call_hook,
-    cap,
-    check_cap,
-    check_context,
-    check_option,
-    verdict_confidence,
-)
+from localjudge.scorers.base import Scorer
+from localjudge.scorers.result import ScorerResult, StepUsage
+from localjudge.scorers.run import ScorerRun, check_context, check_option
+from localjudge.scorers.steps import call_hook, cap, check_cap, verdict_confidence
 from localjudge.scorers.text import judge_text, round_half_up, split_statements
 
 EXTRACTION_MODES = ("auto", "judge", "sentences")
@@ -66,7 +58,7 @@ class HallucinationScorer(Scorer):
 
     def __init__(
         self,
-        model: JudgeBase | str | Path | None,
+        model: Judge | str | Path | None,
         *,
         context: list[str] | None = None,
         get_context: GetContext | None = None,
@@ -190,7 +182,7 @@ class HallucinationScorer(Scorer):
 
 
 def create_hallucination_scorer(
-    model: JudgeBase | str | Path | None = None,
+    model: Judge | str | Path | None = None,
     *,
     scale: float | None = 1,
     context: list[str] | None = None,

@@ -11,22 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from localjudge.judge import JudgeBase
+from localjudge.judge import Judge
 from localjudge.prompts import (
     TOXICITY_PROMPT_VERSION,
     opinion_verdict_prompt,
     toxicity_reason_prompt,
 )
-from localjudge.scorers.base import (
-    Scorer,
-    ScorerResult,
-    ScorerRun,
-    StepUsage,
-    cap,
-    check_cap,
-    check_option,
-    verdict_confidence,
-)
+from localjudge.scorers.base import Scorer
+from localjudge.scorers.result import ScorerResult, StepUsage
+from localjudge.scorers.run import ScorerRun, check_option
+from localjudge.scorers.steps import cap, check_cap, verdict_confidence
 from localjudge.scorers.text import judge_text, round_half_up, shorten_middle, split_statements
 
 # A toxic statement counts by its severity; the score divides by verdicts x the top weight,
@@ -87,7 +81,7 @@ class ToxicityScorer(Scorer):
 
     def __init__(
         self,
-        model: JudgeBase | str | Path | None,
+        model: Judge | str | Path | None,
         *,
         score_mode: str = "severity",
         max_statements: int | None = None,
@@ -177,7 +171,7 @@ class ToxicityScorer(Scorer):
 
 
 def create_toxicity_scorer(
-    model: JudgeBase | str | Path | None = None,
+    model: Judge | str | Path | None = None,
     *,
     scale: float | None = 1,
     score_mode: str = "severity",

@@ -69,10 +69,7 @@ class Metrics:
 
 def judge_verdicts(judge, prompts: list, schema: str) -> list[str]:
     """The judge's verdict for each prompt, run as one batch ("error" where it failed)."""
-    requests = []
-    for parts in prompts:
-        prefix, suffix = judge.split_prompt(parts)
-        requests.append(judge.request(suffix, schema, prefix=prefix, max_tokens=64))
+    requests = [judge.prompt_request(parts, schema, 64) for parts in prompts]
     outcomes = judge.generate_many(requests)
     return [o.value["verdict"] if not isinstance(o, Exception) else "error" for o in outcomes]
 

@@ -1,0 +1,176 @@
+"""A scripted engine for exact, fast tests of everything above the engine (STYLE: fakes
+ship in the package).
+
+`FakeEngine` executes `StepPlan`s like llama.cpp would, on an emulated KV cache: it checks
+that positions are contiguous per sequence, honours removals and prefix copies, and returns
+logits from a script. If the scheduler got a position, a copy or a row order wrong, the
+script sees the wrong text and the test sees the wrong output.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from localjudge.engine.plan import StepOutput, StepPlan
+from localjudge.engine.template import render_completion
+from localjudge.errors import GenerationError, ModelError
+
+BOS_ID, EOS_ID = 0, 1
+_MULTI = [
+    '{"',
+    '"}',
+    '": "',
+    '", "',
+    "yes",
+    "no",
+    "verdict",
+    "reason",
+    "claims",
+    '["',
+    '"]',
+    "mild",
+    "severe",
+]
+_CHARS = (
+    ["\n"]
+    + [chr(c) for c in range(32, 127)]
+    + list("あいうえおはがのにをでしたすです。、日本語東京")
+)
+
+
+class FakeTokenizer:
+    """Greedy longest-match tokenizer over a small vocabulary of characters and a few words."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = ["<bos>", "<eos>"] + _CHARS + _MULTI
+        self.ids = {p: i for i, p in enumerate(self.pieces)}
+        self.max_len = max(len(p) for p in self.pieces)
+        # longest match first, in C: alternatives sorted by length, any other character last
+        texts = sorted((p for p in self.pieces[EOS_ID + 1 :]), key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(p) for p in texts) + "|.", re.DOTALL)
+
+    @property
+    def n_vocab(self) -> int:
+        return len(self.pieces)
+
+    def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
+        tokens = [BOS_ID] if add_bos else []
+        unknown = self.ids["?"]
+        tokens.extend(self.ids.get(piece, unknown) for piece in self._pattern.findall(text))
+        return tokens
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return "".join(self.pieces[t] for t in tokens if t > EOS_ID)
+
+    def vocabulary_pieces(self) -> list[tuple[int, bytes, int]]:
+        """(id, bytes, attributes) per token; BOS and EOS are control tokens."""
+        return [(i, p.encode(), 0 if i > EOS_ID else 8) for i, p in enumerate(self.pieces)]
+
+
+Script = Callable[[str], str]  # prompt text -> the output the fake model wants to write
+
+
+class FakeEngine:
+    """An `Engine` that executes step plans on an emulated KV cache; logits come from a
+    script. Its prompts are plain completion text (no chat template)."""
+
+    name = "fake"
+    eos_id = EOS_ID
+    chat_template = None
+    cache_key = None  # building its vocabulary is instant: nothing to cache
+
+    def __init__(
+        self,
+        script: Script,
+        *,
+        marker: str | tuple[str, ...] = "\n>",
+        tokenizer: FakeTokenizer | None = None,
+        step_seconds: float = 0.0,
+        n_ctx: int = 20000,
+    ) -> None:
+        self.tokenizer = tokenizer or FakeTokenizer()
+        self.step_seconds = step_seconds  # emulated device time per step
+        self.script = script
+        self.markers = (marker,) if isinstance(marker, str) else tuple(marker)
+        self.kv: dict[int, list[int]] = {}
+        self.plans: list[StepPlan] = []
+        self.n_vocab = self.tokenizer.n_vocab
+        self.n_ctx = n_ctx
+        self.closed = False
+
+    def tokenize(
+        self, text: str, *, add_special: bool = True, parse_special: bool = False
+    ) -> list[int]:
+        self._require_open()
+        return self.tokenizer.tokenize(text, add_bos=add_special)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.tokenizer.detokenize(tokens)
+
+    def vocabulary_pieces(self) -> list[tuple[int, bytes, int]]:
+        return self.tokenizer.vocabulary_pieces()
+
+    def render_chat(self, messages: list[dict[str, str]]) -> str:
+        return render_completion(messages)
+
+    def clear(self) -> None:
+        self.kv.clear()
+
+    def close(self) -> None:
+        self.closed = True
+
+    def _require_open(self) -> None:
+        if self.closed:
+            raise ModelError("fake engine: engine is closed")
+
+    def execute(self, plan: StepPlan) -> StepOutput:
+        self._require_open()
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
+        self.plans.append(plan)
+        for seq_id in plan.removals:
+            self.kv.pop(seq_id, None)
+        for copy in plan.copies:
+            source = self.kv.get(copy.src, [])
+            if len(source) < copy.p1:
+                raise GenerationError(
+                    f"copy of positions {copy.p0}..{copy.p1} from a sequence of {len(source)}"
+                )
+            self.kv[copy.dst] = list(source[copy.p0 : copy.p1])
+        rows = []
+        for item in plan.tokens:
+            cells = self.kv.setdefault(item.seq_id, [])
+            if item.pos != len(cells):
+                raise GenerationError(
+                    f"seq {item.seq_id}: position {item.pos} but {len(cells)} cells"
+                )
+            cells.append(item.token)
+            if item.logits:
+                rows.append(self._logits(cells))
+        logits = np.array(rows, dtype=np.float32).reshape(len(rows), self.n_vocab)
+        return StepOutput(logits=logits)
+
+    def _logits(self, cells: list[int]) -> np.ndarray:
+        text = self.tokenizer.detokenize(cells)
+        logits = np.zeros(self.n_vocab, dtype=np.float32)
+        cut, marker = max((text.rfind(m), m) for m in self.markers)
+        if cut < 0:
+            return logits
+        prompt, written = text[: cut + len(marker)], text[cut + len(marker) :]
+        target = self.script(prompt)
+        if not target.startswith(written):
+            return logits
+        remainder = target[len(written) :]
+        if not remainder:
+            logits[EOS_ID] = 10.0
+            return logits
+        for size in range(min(self.tokenizer.max_len, len(remainder)), 0, -1):
+            token = self.tokenizer.ids.get(remainder[:size])
+            if token is not None and token > EOS_ID:
+                logits[token] = 10.0
+                return logits
+        return logits

@@ -1,0 +1,161 @@
+"""Token choice, apart from planning: each sequence's next token under its grammar (greedy
+fast path, masked choice, the closing path when the budget runs out), jump-forward tokens,
+option probabilities at enum choice points, and validation of the finished JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import jsonschema
+import numpy as np
+
+from localjudge.errors import GenerationError, VerdictError
+from localjudge.grammar.vocabulary import TokenVocabulary
+from localjudge.scheduler.request import ChoicePoint, GenerationResult, Timings
+from localjudge.scheduler.state import Finished, Sequence
+from localjudge.scheduler.stats import SchedulerStats
+
+
+class TokenChooser:
+    """Decodes for the scheduler: it never plans, the scheduler never picks a token."""
+
+    def __init__(
+        self, vocabulary: TokenVocabulary, stats: SchedulerStats, *, jump_forward: bool = True
+    ) -> None:
+        self.vocabulary = vocabulary
+        self.stats = stats
+        self.jump_forward = jump_forward
+
+    def advance(self, seq: Sequence, logits: np.ndarray) -> bool:
+        """Take this step's token (and any jump-forward tokens); True when the JSON is done."""
+        grammar = seq.grammar
+        self._accept(seq, self._choose(seq, logits), forced=False)
+        while self.jump_forward and not grammar.is_final(seq.state):
+            forced = self._forced(seq)
+            if forced is None:
+                break
+            self._accept(seq, forced, forced=True)
+        return grammar.is_final(seq.state)
+
+    @staticmethod
+    def _forced(seq: Sequence) -> int | None:
+        """The grammar's only token here, if taking it still leaves room to close the JSON."""
+        grammar = seq.grammar
+        token = grammar.forced_token(seq.state)
+        if token is None:
+            return None
+        limit = seq.max_tokens - len(seq.output_tokens) - 1
+        next_state = grammar.next_state(seq.state, token)
+        if next_state is None or grammar.distance.get(next_state, limit + 1) > limit:
+            return None
+        return token
+
+    def _accept(self, seq: Sequence, token: int, *, forced: bool) -> None:
+        try:
+            seq.guide.advance(token, return_tokens=False)
+        except ValueError:  # _choose only returns allowed tokens; this guards the invariant
+            raise GenerationError(f"token {token} is not allowed by the grammar") from None
+        seq.state = seq.guide.get_state()
+        seq.output_tokens.append(token)
+        seq.output_bytes += self.vocabulary.token_bytes.get(token, b"")
+        seq.pending.append(token)
+        seq.counts.generated += 1
+        self.stats.num_generated_tokens += 1
+        if forced:
+            seq.counts.forced += 1
+            self.stats.num_forced_tokens += 1
+
+    def _choose(self, seq: Sequence, logits: np.ndarray) -> int:
+        """The next token: greedy fast path, else masked choice, else the closing path.
+
+        A token is only taken if the JSON can still be closed within the budget left after
+        it (`distance` of its next state <= tokens left - 1). The closing tokens always
+        satisfy that, because the budget never drops below the current distance.
+        """
+        grammar = seq.grammar
+        state = seq.state
+        limit = seq.max_tokens - len(seq.output_tokens) - 1
+        distance = grammar.distance
+
+        field_name = grammar.choice_at(state, seq.output_bytes)
+        if field_name is not None:
+            self._record_choice(seq, field_name, logits)
+
+        forced = self._forced(seq)
+        if forced is not None:  # what jump-forward would have appended without logits
+            return forced
+        if seq.sampling.greedy:
+            token = int(np.argmax(logits))
+            next_state = grammar.next_state(state, token)
+            if next_state is not None and distance.get(next_state, limit + 1) <= limit:
+                return token
+        allowed = grammar.allowed[state]
+        if len(allowed) == 0:
+            raise GenerationError("grammar has no allowed token in a non-final state")
+        scores = logits[allowed]
+        if seq.sampling.greedy:
+            token = int(allowed[int(np.argmax(scores))])
+        else:
+            probs = _softmax(scores / seq.sampling.temperature)
+            token = int(allowed[int(seq.rng.choice(len(allowed), p=probs))])
+        next_state = grammar.next_state(state, token)
+        if next_state is not None and distance.get(next_state, limit + 1) <= limit:
+            return token
+        seq.forced_close = True
+        closing = grammar.closing[state]
+        return int(closing[int(np.argmax(logits[closing]))])
+
+    def _record_choice(self, seq: Sequence, field_name: str, logits: np.ndarray) -> None:
+        grammar = seq.grammar
+        allowed = grammar.allowed[seq.state]
+        probs = _softmax(logits[allowed].astype(np.float64))
+        by_option: dict[str, float] = dict.fromkeys(grammar.enum_fields[field_name], 0.0)
+        for token, prob in zip(allowed.tolist(), probs.tolist(), strict=True):
+            option = grammar.option_of(field_name, grammar.token_text.get(token, ""))
+            if option is not None:
+                by_option[option] += prob
+        total = sum(by_option.values()) or 1.0
+        probabilities = {k: v / total for k, v in by_option.items()}
+        seq.choices.append(ChoicePoint(field=field_name, probabilities=probabilities, chosen=""))
+
+    @staticmethod
+    def finish(seq: Sequence) -> Finished:
+        """The finished request: its validated JSON, or why the reply could not be used."""
+        now = time.perf_counter()
+        text = seq.output_bytes.decode("utf-8", "replace")
+        try:
+            value = json.loads(text)
+            jsonschema.validate(value, seq.grammar.schema)
+        except (ValueError, jsonschema.ValidationError) as error:
+            message = getattr(error, "message", str(error))
+            return Finished(
+                request_id=seq.request_id,
+                error=VerdictError(f"judge reply failed validation: {message}"),
+            )
+        choices = [
+            ChoicePoint(
+                field=c.field, probabilities=c.probabilities, chosen=str(value.get(c.field, ""))
+            )
+            for c in seq.choices
+        ]
+        submitted = seq.item.submitted_at
+        result = GenerationResult(
+            request_id=seq.request_id,
+            value=value,
+            text=text,
+            counts=seq.counts,
+            timings=Timings(
+                queued_s=seq.admitted_at - submitted,
+                first_token_s=seq.first_token_at - submitted,
+                total_s=now - submitted,
+            ),
+            choices=choices,
+            finish_reason="budget" if seq.forced_close else "stop",
+        )
+        return Finished(request_id=seq.request_id, result=result)
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    shifted = np.exp(scores - np.max(scores))
+    return shifted / shifted.sum()

@@ -1,0 +1,25 @@
+"""The scheduler's counters, kept in one place: the scheduler updates them, the runtime
+and the benchmark read snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class SchedulerStats:
+    """Totals since the scheduler started."""
+
+    num_steps: int = 0  # engine steps run
+    num_prompt_tokens: int = 0  # prompt and prefix tokens evaluated, all requests
+    num_generated_tokens: int = 0  # output tokens (sampled + forced)
+    num_forced_tokens: int = 0  # output tokens appended without logits (jump-forward)
+    decode_seconds: float = 0.0  # engine time of all steps
+    generation_steps: int = 0  # steps that carried output tokens only (no prompt tokens)
+    generation_tokens: int = 0  # output tokens fed in those steps
+    generation_seconds: float = 0.0  # engine time of those steps
+
+    @property
+    def generation_tokens_per_s(self) -> float:
+        """Output-token throughput of pure generation steps (llama-batched-bench's S_TG)."""
+        return self.generation_tokens / self.generation_seconds if self.generation_seconds else 0.0

@@ -1,0 +1,64 @@
+"""The scorer registry: short name -> scorer class (and factory). The command line and
+every front end find scorers here, so a new scorer is one module plus one line below (or
+one `register_scorer` call from the user's code)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from localjudge.scorers.base import Scorer
+from localjudge.scorers.hallucination import HallucinationScorer, create_hallucination_scorer
+from localjudge.scorers.toxicity import ToxicityScorer, create_toxicity_scorer
+
+ScorerFactory = Callable[..., Scorer]  # factory(model, **options) -> Scorer
+
+SCORERS: dict[str, tuple[type[Scorer], ScorerFactory]] = {
+    "hallucination": (HallucinationScorer, create_hallucination_scorer),
+    "toxicity": (ToxicityScorer, create_toxicity_scorer),
+}
+
+
+def register_scorer(name: str, cls: type[Scorer], factory: ScorerFactory | None = None) -> None:
+    """Make a scorer class available by `name` (to `make_scorer`, `eval --scorer`, ...)."""
+    if not isinstance(cls, type) or not issubclass(cls, Scorer):
+        raise ValueError(f"{cls!r} is not a Scorer subclass")
+    if not name or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"invalid scorer name {name!r}: use letters, digits, - and _")
+    SCORERS[name] = (cls, factory or cls)
+
+
+def scorer_names() -> list[str]:
+    return list(SCORERS)
+
+
+def _entry(name: str) -> tuple[type[Scorer], ScorerFactory]:
+    try:
+        return SCORERS[name]
+    except KeyError:
+        raise ValueError(f"unknown scorer {name!r}; known: {', '.join(SCORERS)}") from None
+
+
+def scorer_options(name: str) -> set[str]:
+    """The keyword options a registered scorer takes (its class and its base classes)."""
+    cls, _ = _entry(name)
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for parameter in inspect.signature(init).parameters.values():
+            if parameter.kind is parameter.KEYWORD_ONLY:
+                names.add(parameter.name)
+    return names
+
+
+def make_scorer(name: str, model: Any = None, **options: Any) -> Scorer:
+    """A scorer by its short name. Options that are None, or that this scorer does not
+    take, are left out, so one option set configures several scorers (`score_mode` reaches
+    the toxicity scorer only)."""
+    _, factory = _entry(name)
+    accepted = scorer_options(name)
+    chosen = {k: v for k, v in options.items() if v is not None and k in accepted}
+    return factory(model, **chosen)

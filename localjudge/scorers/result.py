@@ -1,0 +1,131 @@
+"""What a scorer returns: the result with every step's output, prompt and usage, and its
+Mastra-shaped serialisation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from localjudge.scheduler import GenerationResult
+
+BASE_MODEL_NOTE = "judged by a base model: the verdicts are not meaningful (use an instruct GGUF for real judging)"
+
+
+@dataclass
+class StepUsage:
+    """What one step cost."""
+
+    requests: int = 0  # judge requests made
+    prompt_tokens: int = 0  # prompt tokens evaluated for them
+    prefix_reused: int = 0  # prompt tokens read from shared prefixes instead
+    generated_tokens: int = 0  # output tokens
+    seconds: float = 0.0  # wall time of the step
+
+    def add(self, result: GenerationResult) -> None:
+        self.requests += 1
+        self.prompt_tokens += result.counts.prompt_evaluated
+        self.prefix_reused += result.counts.prefix_reused
+        self.generated_tokens += result.counts.generated
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "promptTokens": self.prompt_tokens,
+            "prefixReused": self.prefix_reused,
+            "generatedTokens": self.generated_tokens,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass
+class ScorerResult:
+    """A scored run, with every step's result and prompt (SPEC §6)."""
+
+    run_id: str
+    scorer_id: str
+    score: float
+    reason: str
+    preprocess_step_result: dict | None
+    preprocess_prompt: str | None
+    analyze_step_result: dict
+    analyze_prompt: str | None
+    generate_reason_prompt: str | None
+    input: Any = None
+    output: Any = None
+    ground_truth: Any = None
+    request_context: Any = None
+    usage: dict[str, StepUsage] = field(default_factory=dict)
+    judge: str = ""  # the judge model's name
+    judge_meaningful: bool = True  # False: a base model judged; the verdicts mean nothing
+    prompt_version: str = ""
+    details: dict[str, Any] = field(default_factory=dict)  # scorer-specific settings used
+
+    def to_dict(self, *, store_text: bool = True) -> dict[str, Any]:
+        """Mastra's camelCase shape, so tools built for Mastra's results read it.
+
+        `store_text=False` leaves out every text of the run (input, output, ground truth,
+        request context, the prompts that quote them, claims and statements); ids, scores,
+        verdict labels and reasons stay.
+        """
+        data: dict[str, Any] = {
+            "runId": self.run_id,
+            "scorerId": self.scorer_id,
+            "score": self.score,
+            "reason": self.reason,
+            "preprocessStepResult": self.preprocess_step_result,
+            "preprocessPrompt": self.preprocess_prompt,
+            "analyzeStepResult": self.analyze_step_result,
+            "analyzePrompt": self.analyze_prompt,
+            "generateReasonPrompt": self.generate_reason_prompt,
+            "input": self.input,
+            "output": self.output,
+            "groundTruth": self.ground_truth,
+            "requestContext": self.request_context,
+            "usage": {step: usage.to_dict() for step, usage in self.usage.items()},
+            "judge": {
+                "model": self.judge,
+                "meaningful": self.judge_meaningful,
+                **({} if self.judge_meaningful else {"note": BASE_MODEL_NOTE}),
+            },
+            "promptVersion": self.prompt_version,
+            **self.details,
+        }
+        if self.preprocess_step_result is None and self.preprocess_prompt is None:
+            del data["preprocessStepResult"], data["preprocessPrompt"]
+        if not store_text:
+            _strip_texts(data)
+        return data
+
+    def to_json(self, *, store_text: bool = True, **kwargs) -> str:
+        return json.dumps(
+            self.to_dict(store_text=store_text), ensure_ascii=False, default=str, **kwargs
+        )
+
+
+_TEXT_FIELDS = (
+    "input",
+    "output",
+    "groundTruth",
+    "requestContext",
+    "preprocessPrompt",
+    "analyzePrompt",
+    "generateReasonPrompt",
+)
+
+
+def _strip_texts(data: dict[str, Any]) -> None:
+    """Drop the run's texts from a result dict, in place (see `ScorerResult.to_dict`)."""
+    for key in _TEXT_FIELDS:
+        data.pop(key, None)
+    preprocess = data.get("preprocessStepResult")
+    if isinstance(preprocess, dict) and "claims" in preprocess:
+        data["preprocessStepResult"] = {"numClaims": len(preprocess["claims"])}
+    analyze = data.get("analyzeStepResult") or {}
+    data["analyzeStepResult"] = {
+        "verdicts": [
+            {k: v for k, v in verdict.items() if k != "statement"}
+            for verdict in analyze.get("verdicts", [])
+        ]
+    }
+    data["textsStored"] = False

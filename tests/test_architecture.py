@@ -1,0 +1,148 @@
+"""The layout holds: layers import downwards only, llama_cpp stays in engine/, and a new
+scorer needs nothing outside its own module and one registry line."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from localjudge.prompts import PromptParts
+from localjudge.scorers import Scorer, ScorerRun, make_scorer, register_scorer
+from localjudge.scorers.registry import SCORERS
+from localjudge.testing import FakeJudge
+
+PACKAGE = Path(__file__).resolve().parents[1] / "localjudge"
+
+# what each layer may import from localjudge (besides itself, errors and paths)
+ALLOWED = {
+    "engine": {"engine"},
+    "grammar": {"engine", "grammar"},
+    "scheduler": {"engine", "grammar", "scheduler"},
+    "prompts": {"prompts"},
+    "scorers": {"judge", "prompts", "scheduler", "scorers", "grammar", "registry"},
+    "evals": {"evals", "scorers", "judge"},
+}
+
+
+def imports_of(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_layers_import_downwards_only():
+    for layer, allowed in ALLOWED.items():
+        for path in (PACKAGE / layer).rglob("*.py"):
+            for name in imports_of(path):
+                if not name.startswith("localjudge."):
+                    continue
+                top = name.split(".")[1]
+                assert top in allowed | {"errors", "paths"}, f"{path} imports {name}"
+
+
+def test_only_the_engine_imports_llama_cpp():
+    for path in PACKAGE.rglob("*.py"):
+        if (PACKAGE / "engine") in path.parents:
+            continue
+        assert not any(n.split(".")[0] == "llama_cpp" for n in imports_of(path)), path
+
+
+CONCISE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": ["yes", "no"]},
+        "reason": {"type": "string"},
+    },
+    "required": ["verdict", "reason"],
+    "additionalProperties": False,
+}
+
+
+class ConcisenessScorer(Scorer):
+    """A scorer written as a user would: one judge step, its own schema, no other edit."""
+
+    id = "conciseness-scorer"
+
+    def __init__(self, model, *, max_words: int = 5, **options) -> None:
+        super().__init__(model, **options)
+        self.max_words = max_words
+
+    async def run_async(self, run):
+        run = ScorerRun.from_value(run)
+        text = run.output_text
+        parts = PromptParts(
+            instructions="Decide whether the text wanders off the point.",
+            shared="",
+            own=f"Context: {text}\nClaim: {text}\nAnswer: ",
+            version="conciseness/1",
+        )
+        usage = {}
+        request = self.judge_request(parts, CONCISE_SCHEMA, self.verdict_max_tokens)
+        (result,) = await self.ask("analyze", [request], usage)
+        too_long = len(text.split()) > self.max_words
+        score = self.scale if too_long or result.value["verdict"] == "yes" else 0
+        return self.result(
+            run,
+            score=score,
+            reason=f"{len(text.split())} words; the judge said {result.value['verdict']}.",
+            preprocess_step_result=None,
+            preprocess_prompt=None,
+            analyze_step_result={"verdicts": [{"statement": text, **result.value}]},
+            analyze_prompt=request.prompt,
+            generate_reason_prompt=None,
+            usage=usage,
+            prompt_version="conciseness/1",
+        )
+
+
+@pytest.fixture
+def registered():
+    register_scorer("conciseness", ConcisenessScorer)
+    yield
+    SCORERS.pop("conciseness", None)
+
+
+def test_a_new_scorer_is_one_class_and_one_registry_line(
+    registered, tmp_home, tmp_path, monkeypatch
+):
+    from localjudge import run_evals
+    from localjudge.cli import cli
+
+    judge = FakeJudge()
+    scorer = make_scorer("conciseness", judge, max_words=3, score_mode="ignored-here")
+    result = run_evals(
+        [{"id": 1, "output": "Short."}, {"id": 2, "output": "A much longer answer than needed."}],
+        [scorer, make_scorer("toxicity", judge, reason="template")],
+    )
+    assert result.scores["conciseness-scorer"] == 0.5 and result.summary["failed_items"] == 0
+    judge.close()
+
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "x", "output": "One two three four five six seven."}) + "\n")
+    out = tmp_path / "out.jsonl"
+    runner = CliRunner()
+    ran = runner.invoke(
+        cli, ["eval", str(data), "--scorer", "conciseness", "--out", str(out), "--quiet"]
+    )
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(out.read_text())["scores"] == {"conciseness": 1}
+    scored = runner.invoke(cli, ["score", "conciseness", "--output", "Tiny.", "--json"])
+    assert scored.exit_code == 0 and json.loads(scored.output)["scorerId"] == "conciseness-scorer"
+    unknown = runner.invoke(cli, ["score", "nope", "--output", "x"])
+    assert unknown.exit_code == 2 and "unknown scorer 'nope'" in unknown.output
+
+
+def test_register_scorer_refuses_what_is_not_a_scorer():
+    with pytest.raises(ValueError, match="not a Scorer subclass"):
+        register_scorer("bad", dict)
+    with pytest.raises(ValueError, match="invalid scorer name"):
+        register_scorer("has space", ConcisenessScorer)
