@@ -79,6 +79,19 @@ class Scorer:
                 step_usage.add(result)
         return results
 
+    async def judge_each(
+        self,
+        step: str,
+        prompts: Sequence[PromptParts],
+        schema: str | dict,
+        max_tokens: int,
+        usage: dict[str, StepUsage],
+    ) -> tuple[list[GenerationResult], str]:
+        """One request per prompt, run together as `step`: the results in prompt order, and
+        the literal text of the first prompt (what the result reports as the step's prompt)."""
+        requests = [self.judge_request(parts, schema, max_tokens) for parts in prompts]
+        return await self.ask(step, requests, usage), requests[0].prompt
+
     async def reason(
         self, fallback: str, parts: PromptParts | None, usage: dict[str, StepUsage]
     ) -> tuple[str, str | None]:

@@ -121,15 +121,10 @@ class HallucinationScorer(Scorer):
         self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
     ) -> tuple[list[dict], str]:
         """One verdict per claim, and the literal prompt of the first one."""
-        requests = [
-            self.judge_request(
-                claim_verdict_prompt(context, claim),
-                "hallucination_verdict",
-                self.verdict_max_tokens,
-            )
-            for claim in claims
-        ]
-        results = await self.ask("analyze", requests, usage)
+        prompts = [claim_verdict_prompt(context, claim) for claim in claims]
+        results, first_prompt = await self.judge_each(
+            "analyze", prompts, "hallucination_verdict", self.verdict_max_tokens, usage
+        )
         verdicts = [
             {
                 "statement": claim,
@@ -139,7 +134,7 @@ class HallucinationScorer(Scorer):
             }
             for claim, result in zip(claims, results, strict=True)
         ]
-        return verdicts, requests[0].prompt
+        return verdicts, first_prompt
 
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
         run = ScorerRun.from_value(run)

@@ -101,15 +101,10 @@ class ToxicityScorer(Scorer):
         self, user_input: str, statements: list[str], usage: dict[str, StepUsage]
     ) -> tuple[list[dict], str]:
         """One verdict per statement, and the literal prompt of the first one."""
-        requests = [
-            self.judge_request(
-                opinion_verdict_prompt(user_input, statement),
-                "toxicity_verdict",
-                self.verdict_max_tokens,
-            )
-            for statement in statements
-        ]
-        results = await self.ask("analyze", requests, usage)
+        prompts = [opinion_verdict_prompt(user_input, statement) for statement in statements]
+        results, first_prompt = await self.judge_each(
+            "analyze", prompts, "toxicity_verdict", self.verdict_max_tokens, usage
+        )
         return [
             {
                 "statement": statement,
@@ -120,7 +115,7 @@ class ToxicityScorer(Scorer):
                 "confidence": verdict_confidence(result),
             }
             for statement, result in zip(statements, results, strict=True)
-        ], requests[0].prompt
+        ], first_prompt
 
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
         run = ScorerRun.from_value(run)
