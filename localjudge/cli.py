@@ -459,6 +459,36 @@ def _parse_fields(values: tuple[str, ...]) -> dict[str, str]:
     help="Leave the input, output and other texts out of the records (ids, scores, verdicts "
     "and reasons stay).",
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    help="Score on a Ray cluster: --ray alone starts a local one, --ray ADDRESS joins one "
+    "(needs localjudge[ray]).",
+)
+@click.option(
+    "--actors",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="--ray: actors, one judge each.",
+)
+@click.option(
+    "--actor-cpus",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="--ray: CPUs per actor.",
+)
+@click.option(
+    "--actor-gpus",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="--ray: GPUs per actor.",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def eval_command(
     data,
@@ -479,6 +509,10 @@ def eval_command(
     fail_above,
     retry_errors,
     no_store_text,
+    ray_address,
+    actors,
+    actor_cpus,
+    actor_gpus,
     quiet,
 ) -> None:
     """Score every item of DATA (JSONL, CSV, or - for JSONL on stdin) with each --scorer,
@@ -525,41 +559,65 @@ def eval_command(
     to_stdout = out == "-"
     console = Console(stderr=True)
     report_console = console if to_stdout else Console()
-    with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
-        scorers = {name: make_scorer(name, judge, **settings) for name in names}
-        progress = Progress(
-            TextColumn("scoring"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeRemainingColumn(),
-            console=console,
-            disable=quiet,
-        )
-        state = {"task": None, "done": 0}
-        started = time.perf_counter()
+    progress = Progress(
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=quiet,
+    )
+    state = {"task": None, "done": 0}
+    started = time.perf_counter()
 
-        def on_start(total: int) -> None:
-            state["task"] = progress.add_task("eval", total=total, rate="")
+    def on_start(total: int) -> None:
+        state["task"] = progress.add_task("eval", total=total, rate="")
 
-        def on_item(record: dict) -> None:
-            state["done"] += 1
-            rate = state["done"] / max(time.perf_counter() - started, 1e-9)
-            progress.update(state["task"], advance=1, rate=f"{rate:.2f} items/s")
+    def on_item(record: dict) -> None:
+        state["done"] += 1
+        rate = state["done"] / max(time.perf_counter() - started, 1e-9)
+        progress.update(state["task"], advance=1, rate=f"{rate:.2f} items/s")
+
+    options = {
+        "limit": limit,
+        "fields": fields,
+        "retry_errors": retry_errors,
+        "store_text": not no_store_text,
+        "on_start": on_start,
+        "on_item": on_item,
+    }
+    if ray_address is not None:
+        from localjudge.distributed import run_evals_ray
 
         with progress:
-            report = evaluate_file(
+            report = run_evals_ray(
                 data,
                 out,
-                scorers,
-                limit=limit,
-                fields=fields,
-                retry_errors=retry_errors,
-                store_text=not no_store_text,
-                on_start=on_start,
-                on_item=on_item,
+                names,
+                address=None if ray_address == "local" else ray_address,
+                model=model,
+                engine_options={
+                    "slots": slots,
+                    "n_gpu_layers": gpu_layers,
+                    "n_ctx": n_ctx,
+                    "n_threads": threads,
+                },
+                scorer_settings=settings,
+                num_actors=actors,
+                num_cpus=actor_cpus,
+                num_gpus=actor_gpus,
+                **options,
             )
-        judge_name, meaningful = judge.name, judge.meaningful
+        judge = report.judge or {}  # loaded on the workers: the records name it
+        judge_name = judge.get("model", model or "the default model")
+        meaningful = judge.get("meaningful", True)
+    else:
+        with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
+            scorers = {name: make_scorer(name, judge, **settings) for name in names}
+            with progress:
+                report = evaluate_file(data, out, scorers, **options)
+            judge_name, meaningful = judge.name, judge.meaningful
     for row in report.bad_rows:
         click.echo(f"skipped {row.error}", err=True)
     where = "stdout" if to_stdout else out

