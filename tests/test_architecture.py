@@ -48,11 +48,13 @@ def test_layers_import_downwards_only():
                 assert top in allowed | {"errors", "paths"}, f"{path} imports {name}"
 
 
-def test_only_the_engine_imports_llama_cpp():
+def test_only_the_engine_imports_llama_cpp_and_only_distributed_imports_ray():
     for path in PACKAGE.rglob("*.py"):
-        if (PACKAGE / "engine") in path.parents:
-            continue
-        assert not any(n.split(".")[0] == "llama_cpp" for n in imports_of(path)), path
+        roots = {n.split(".")[0] for n in imports_of(path)}
+        if (PACKAGE / "engine") not in path.parents:
+            assert "llama_cpp" not in roots, path
+        if path.name != "distributed.py":
+            assert "ray" not in roots, path
 
 
 CONCISE_SCHEMA = {
