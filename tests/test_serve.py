@@ -1,0 +1,258 @@
+"""`localjudge serve`'s scorer API with a real HTTP client (httpx): in process on the fake
+judge for the semantics, and as a real server process for binding, SIGTERM and the model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from localjudge.serve import create_app
+from localjudge.testing import FakeJudge
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def client_for(judge, **options) -> httpx.AsyncClient:
+    app = create_app(judge, close_judge=False, **options)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_scorer_run_list_health_and_metrics(tmp_home):
+    judge = FakeJudge()
+
+    async def main():
+        async with client_for(judge) as client:
+            listed = (await client.get("/v1/scorers")).json()["scorers"]
+            assert {s["name"] for s in listed} >= {"hallucination", "toxicity"}
+            assert "score_mode" in next(s for s in listed if s["name"] == "toxicity")["options"]
+            reply = await client.post(
+                "/v1/scorers/hallucination/run",
+                json={
+                    "input": "Sky?",
+                    "output": "The sky is blue. The moon is cheese.",
+                    "context": ["The sky is blue."],
+                    "runId": "r1",
+                    "requestContext": {"user": "u"},
+                    "options": {"extraction": "sentences", "reason": "template", "scale": 10},
+                },
+            )
+            assert reply.status_code == 200, reply.text
+            result = reply.json()
+            assert result["runId"] == "r1" and result["score"] == 5
+            assert result["analyzeStepResult"]["verdicts"][1]["verdict"] == "yes"
+            assert (await client.get("/health")).json()["status"] == "ok"
+            metrics = (await client.get("/metrics")).text
+            assert "localjudge_generated_tokens_total" in metrics
+            assert 'localjudge_requests_total{route="/v1/scorers/run",status="200"} 1' in metrics
+
+    run(main())
+    judge.close()
+
+
+def test_errors_are_json_with_the_right_status(tmp_home):
+    judge = FakeJudge()
+
+    async def main():
+        async with client_for(judge, max_body_bytes=2000) as client:
+            cases = [
+                ("/v1/scorers/nope/run", {"output": "x"}, 404, "unknown_scorer"),
+                ("/v1/scorers/toxicity/run", {"input": "no output"}, 400, "invalid_input"),
+                ("/v1/scorers/toxicity/run", {"output": ["plain"]}, 400, "invalid_input"),
+                ("/v1/scorers/toxicity/run", {"output": "x", "options": {"nope": 1}}, 422, "invalid_options"),
+                ("/v1/scorers/toxicity/run", {"output": "x", "options": {"score_mode": "mean"}}, 422, "invalid_options"),
+                ("/v1/scorers/toxicity/run", {"output": "x" * 5000}, 413, "too_large"),
+                ("/v1/evals", {"scorers": "toxicity", "items": []}, 400, "invalid_input"),
+            ]  # fmt: skip
+            for path, body, status, kind in cases:
+                reply = await client.post(path, json=body)
+                assert reply.status_code == status, (path, body, reply.text)
+                assert reply.json()["error"]["type"] == kind
+            bad = await client.post("/v1/scorers/toxicity/run", content=b"{not json")
+            assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_json"
+            context = await client.post(
+                "/v1/scorers/hallucination/run", json={"output": "x", "context": "not a list"}
+            )
+            assert context.status_code == 400 and context.json()["error"]["field"] == "context"
+
+    run(main())
+    judge.close()
+
+
+def test_evals_stream_ndjson_as_items_finish(tmp_home):
+    judge = FakeJudge(slots=4)
+    items = [{"id": i, "output": "You idiot." if i == 2 else f"Fine {i}."} for i in range(5)]
+    items.append({"id": "bad", "output": ["plain"]})
+
+    async def main():
+        async with client_for(judge) as client:
+            lines = []
+            async with client.stream(
+                "POST",
+                "/v1/evals",
+                json={
+                    "scorers": ["toxicity"],
+                    "items": items,
+                    "options": {"toxicity": {"reason": "template"}},
+                    "storeText": False,
+                },
+            ) as reply:
+                assert reply.headers["content-type"] == "application/x-ndjson"
+                async for line in reply.aiter_lines():
+                    if line:
+                        lines.append(json.loads(line))
+            return lines
+
+    lines = run(main())
+    records, summary = lines[:-1], lines[-1]
+    assert sorted(str(r["id"]) for r in records) == ["0", "1", "2", "3", "4", "bad"]
+    by_id = {r["id"]: r for r in records}
+    assert by_id[2]["scores"] == {"toxicity-scorer": pytest.approx(0.67)}
+    assert by_id["bad"]["errorKinds"] == {"toxicity-scorer": "input"}
+    assert (
+        "output" not in by_id[0] and by_id[0]["results"]["toxicity-scorer"]["textsStored"] is False
+    )
+    assert summary["summary"]["total_items"] == 6 and summary["summary"]["failed_items"] == 1
+    judge.close()
+
+
+def test_bearer_key_timeout_and_overload(tmp_home):
+    judge = FakeJudge(slots=1, step_seconds=0.05)
+    output = " ".join(f"Sentence {i}." for i in range(40))
+
+    async def main():
+        async with client_for(judge, api_key="s3cret", request_timeout=0.3) as client:
+            denied = await client.post("/v1/scorers/toxicity/run", json={"output": "x"})
+            assert denied.status_code == 401 and denied.json()["error"]["type"] == "unauthorized"
+            assert (await client.get("/health")).status_code == 200  # probes need no key
+            slow = await client.post(
+                "/v1/scorers/toxicity/run",
+                json={"output": output, "options": {"reason": "template"}},
+                headers={"Authorization": "Bearer s3cret"},
+            )
+            assert slow.status_code == 504 and slow.json()["error"]["type"] == "timeout"
+        async with client_for(judge, max_in_flight=0) as client:
+            busy = await client.post("/v1/scorers/toxicity/run", json={"output": "x"})
+            assert busy.status_code == 503 and busy.json()["error"]["type"] == "overloaded"
+
+    run(main())
+    deadline = time.monotonic() + 10  # the timed-out request left the scheduler
+    while judge.scheduler.has_work() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not judge.scheduler.has_work() and judge.scheduler.num_reserved_cells == 0
+    judge.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_server(*args, env=None):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "localjudge", "serve", "--port", str(port), *args],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"the server exited: {process.stderr.read()[-2000:]}")
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                return process, base
+        except httpx.TransportError:
+            time.sleep(0.2)
+    process.kill()
+    pytest.fail("the server did not come up")
+
+
+def stop(process) -> int:
+    """SIGTERM; uvicorn drains, closes the judge, then exits by the signal it was sent."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(timeout=60)
+    finally:
+        process.stderr.close()
+    return code
+
+
+GRACEFUL = (0, -signal.SIGTERM)
+
+
+def test_server_process_sigterm_finishes_in_flight_requests(tmp_home):
+    import threading
+
+    process, base = start_server(env={"LOCALJUDGE_ENGINE": "fake"})
+    replies = []
+    output = " ".join(f"Sentence number {i} is civil." for i in range(600)) + " You idiot."
+
+    def slow_request():
+        with httpx.Client(base_url=base, timeout=120) as client:
+            replies.append(
+                client.post(
+                    "/v1/scorers/toxicity/run",
+                    json={"output": output, "options": {"reason": "template"}},
+                )
+            )
+
+    worker = threading.Thread(target=slow_request)
+    worker.start()
+    time.sleep(0.5)  # the request is being judged
+    code = stop(process)
+    worker.join(60)
+    assert code in GRACEFUL
+    assert replies and replies[0].status_code == 200, replies
+    assert len(replies[0].json()["analyzeStepResult"]["verdicts"]) == 601
+
+
+def test_binding_beyond_loopback_needs_a_key():
+    done = subprocess.run(
+        [sys.executable, "-m", "localjudge", "serve", "--host", "0.0.0.0", "--port", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LOCALJUDGE_ENGINE": "fake"},
+        timeout=60,
+    )
+    assert done.returncode == 2 and "give --api-key" in done.stderr
+
+
+@pytest.mark.real
+def test_server_on_the_real_model(tmp_home):
+    process, base = start_server("--slots", "4", "--ctx", "4096")
+    try:
+        with httpx.Client(base_url=base, timeout=300) as client:
+            reply = client.post(
+                "/v1/scorers/toxicity/run",
+                json={
+                    "input": "Help?",
+                    "output": "Thanks. Here it is.",
+                    "options": {"reason": "template"},
+                },
+            )
+            assert reply.status_code == 200, reply.text
+            result = reply.json()
+            assert result["judge"]["model"] == "gemma-3-270m" and 0 <= result["score"] <= 1
+            assert len(result["analyzeStepResult"]["verdicts"]) == 2
+    finally:
+        assert stop(process) in GRACEFUL
