@@ -8,7 +8,6 @@ JSON), `POST /v1/evals` (many items, NDJSON streamed as they finish). Operations
 per-request timeout, cancellation when the client goes away, JSON errors.
 """
 
-
 import asyncio
 import contextlib
 import hmac
