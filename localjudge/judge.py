@@ -122,6 +122,7 @@ class Judge:
                 max_num_prefixes=max_prefixes,
                 token_budget=token_budget,
                 jump_forward=jump_forward,
+                eog_ids=frozenset(engine.eog_ids),
             )
             self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
         except BaseException:
@@ -259,14 +260,19 @@ class Judge:
     def request(
         self,
         suffix: str,
-        schema: str | dict | CompiledGrammar,
+        schema: str | dict | CompiledGrammar | None,
         *,
         prefix: str | tuple[str, ...] = "",
         max_tokens: int = DEFAULT_MAX_TOKENS,
         temperature: float = 0.0,
         seed: int | None = None,
     ) -> GenerationRequest:
-        grammar = schema if isinstance(schema, CompiledGrammar) else self.grammar(schema)
+        """A request for `prefix + suffix`; `schema` None asks for free text (stops at an
+        end-of-generation token or `max_tokens`)."""
+        if schema is None or isinstance(schema, CompiledGrammar):
+            grammar = schema
+        else:
+            grammar = self.grammar(schema)
         return GenerationRequest(
             prefix=prefix,
             suffix=suffix,

@@ -13,10 +13,11 @@ import contextlib
 import hmac
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from localjudge.errors import LocalJudgeError, error_kind
+from localjudge.errors import GenerationError, LocalJudgeError, error_kind
 from localjudge.evals.run import ItemResult, run_evals_async
 from localjudge.judge import Judge
 from localjudge.scorers import Scorer, make_scorer, scorer_names, scorer_options
@@ -355,7 +356,242 @@ def create_app(
         counters.count(route, 200)
         return StreamingResponse(stream(), media_type="application/x-ndjson")
 
+    # -- OpenAI-compatible API -------------------------------------------------------------
+
+    @app.get("/v1/models")
+    async def models():
+        counters.count("/v1/models", 200)
+        return {
+            "object": "list",
+            "data": [{"id": judge.name, "object": "model", "owned_by": "localjudge"}],
+        }
+
+    async def generate(request: Request, body: dict[str, Any], prefix: str, suffix: str):
+        """One generation for the OpenAI endpoints: (result, grammar used or None)."""
+        schema = _response_schema(body.get("response_format"))
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is None:
+            max_tokens = DEFAULT_JSON_TOKENS if schema is not None else DEFAULT_TEXT_TOKENS
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ServeError(
+                400, "invalid_input", "max_tokens must be a positive integer", field="max_tokens"
+            )
+        temperature = body.get("temperature") or 0.0
+        seed = body.get("seed")
+        grammar = None
+        if schema is not None:
+            try:
+                grammar = await asyncio.to_thread(judge.grammar, schema)
+            except LocalJudgeError as error:
+                raise ServeError(
+                    422, "schema_not_supported", str(error), field="response_format"
+                ) from None
+        try:
+            gen_request = judge.request(
+                suffix,
+                grammar,
+                prefix=prefix,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+            )
+        except (ValueError, TypeError) as error:
+            raise ServeError(400, "invalid_input", str(error)) from None
+
+        async def work():
+            return await asyncio.wrap_future(judge.submit(gen_request))
+
+        try:
+            return await guarded(request, work)
+        except LocalJudgeError as error:
+            if isinstance(error, GenerationError) and "max_tokens=" in str(error):
+                raise ServeError(400, "invalid_input", str(error), field="max_tokens") from None
+            raise
+
+    def openai_response(kind: str, result, content_key: str, stream: bool):
+        created = int(time.time())
+        ident = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
+        finish = "length" if result.finish_reason in ("length", "budget") else "stop"
+        usage = {
+            "prompt_tokens": result.counts.prefix_reused + result.counts.prompt_evaluated,
+            "completion_tokens": result.counts.generated,
+            "total_tokens": result.counts.prefix_reused
+            + result.counts.prompt_evaluated
+            + result.counts.generated,
+        }
+        if kind == "chat":
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.text},
+                "finish_reason": finish,
+            }
+            obj, chunk_obj = "chat.completion", "chat.completion.chunk"
+        else:
+            choice = {"index": 0, "text": result.text, "finish_reason": finish, "logprobs": None}
+            obj, chunk_obj = "text_completion", "text_completion"
+        if not stream:
+            return JSONResponse(
+                {
+                    "id": ident,
+                    "object": obj,
+                    "created": created,
+                    "model": judge.name,
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            )
+
+        def chunk(
+            delta: dict[str, Any], finish_reason: str | None, extra: dict | None = None
+        ) -> bytes:
+            if kind == "chat":
+                part = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            else:
+                part = {
+                    "index": 0,
+                    "text": delta.get("content", ""),
+                    "finish_reason": finish_reason,
+                }
+            data = {
+                "id": ident,
+                "object": chunk_obj,
+                "created": created,
+                "model": judge.name,
+                "choices": [part],
+            }
+            return f"data: {json.dumps({**data, **(extra or {})})}\n\n".encode()
+
+        async def events() -> AsyncIterator[bytes]:
+            if kind == "chat":
+                yield chunk({"role": "assistant", "content": ""}, None)
+            yield chunk({"content": result.text}, None)
+            yield chunk({}, finish, {"usage": usage})
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        route = "/v1/chat/completions"
+        try:
+            body = await read_json(request)
+            messages = _messages(body.get("messages"))
+            prefix, suffix = _split_chat(judge, messages)
+            result = await generate(request, body, prefix, suffix)
+            reply_ = openai_response("chat", result, "message", bool(body.get("stream")))
+        except Exception as error:
+            return reply(route, _error_of(error))
+        counters.count(route, 200)
+        return reply_
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        route = "/v1/completions"
+        try:
+            body = await read_json(request)
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1:
+                prompt = prompt[0]
+            if not isinstance(prompt, str) or not prompt:
+                raise ServeError(
+                    400, "invalid_input", "prompt must be a non-empty string", field="prompt"
+                )
+            result = await generate(request, body, "", prompt)
+            reply_ = openai_response("text", result, "text", bool(body.get("stream")))
+        except Exception as error:
+            return reply(route, _error_of(error))
+        counters.count(route, 200)
+        return reply_
+
     return app
+
+
+DEFAULT_JSON_TOKENS = 512  # max_tokens when a request sets none: JSON closes within it
+DEFAULT_TEXT_TOKENS = 256
+
+
+def _response_schema(response_format: Any) -> dict | None:
+    """The JSON Schema a response_format asks for (None: free text)."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise ServeError(
+            400, "invalid_input", "response_format must be an object", field="response_format"
+        )
+    kind = response_format.get("type")
+    if kind in (None, "text"):
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise ServeError(
+                400,
+                "invalid_input",
+                "json_schema.schema must be an object",
+                field="response_format",
+            )
+        if schema.get("type") != "object":
+            raise ServeError(
+                422,
+                "schema_not_supported",
+                "the schema must describe an object (type: object)",
+                field="response_format",
+            )
+        return {k: v for k, v in schema.items() if k != "$schema"}
+    raise ServeError(
+        400, "invalid_input", f"unknown response_format type {kind!r}", field="response_format"
+    )
+
+
+def _messages(value: Any) -> list[dict[str, str]]:
+    """Chat messages as {role, content} with text content (text parts joined)."""
+    if not isinstance(value, list) or not value:
+        raise ServeError(
+            400, "invalid_input", "messages must be a non-empty list", field="messages"
+        )
+    messages = []
+    for index, message in enumerate(value):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ServeError(
+                400, "invalid_input", f"messages[{index}] needs a role", field="messages"
+            )
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(
+                part.get("text", "")
+                for part in content
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise ServeError(
+                400, "invalid_input", f"messages[{index}].content must be text", field="messages"
+            )
+        messages.append({"role": message["role"], "content": content})
+    return messages
+
+
+def _split_chat(judge: Judge, messages: list[dict[str, str]]) -> tuple[str, str]:
+    """(shared prefix, own part) of a chat prompt: the leading system messages are the
+    prefix, so concurrent requests with the same instructions share their KV cells."""
+    split = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
+    if split == 0 or split == len(messages):
+        return "", judge.render(messages)
+    marker = "\x00localjudge-split\x00"
+    marked = [
+        *messages[:split],
+        {**messages[split], "content": marker + messages[split]["content"]},
+        *messages[split + 1 :],
+    ]
+    rendered = judge.render(marked)
+    head, found, tail = rendered.partition(marker)
+    if not found:  # a template that rewrites content: share nothing
+        return "", judge.render(messages)
+    return head, tail
 
 
 def check_binding(host: str, api_key: str | None) -> None:

@@ -254,5 +254,170 @@ def test_server_on_the_real_model(tmp_home):
             result = reply.json()
             assert result["judge"]["model"] == "gemma-3-270m" and 0 <= result["score"] <= 1
             assert len(result["analyzeStepResult"]["verdicts"]) == 2
+            chat = client.post(
+                "/v1/chat/completions",
+                json={
+                    "messages": [
+                        {"role": "system", "content": "List the claims of the text as JSON."},
+                        {"role": "user", "content": "Text: The sky is blue. Grass is green."},
+                    ],
+                    "max_tokens": 40,
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"schema": CLAIMS_SCHEMA},
+                    },
+                },
+            )
+            assert chat.status_code == 200, chat.text
+            claims = json.loads(chat.json()["choices"][0]["message"]["content"])
+            assert isinstance(claims["claims"], list)  # valid JSON of the schema, whatever it says
+            text = client.post("/v1/completions", json={"prompt": "The sky is", "max_tokens": 8})
+            assert text.status_code == 200 and text.json()["usage"]["completion_tokens"] <= 8
     finally:
         assert stop(process) in GRACEFUL
+
+
+# -- the OpenAI-compatible API ---------------------------------------------------------------
+
+
+def openai_judge(reply: str):
+    """A fake judge whose prompts end where a chat prompt ends ("Answer:" + newline)."""
+    from localjudge.engine.fake import FakeEngine
+    from localjudge.judge import Judge
+
+    engine = FakeEngine(lambda prompt: reply, marker="Answer:\n")
+    return Judge(engine, slots=4, max_prefixes=6, token_budget=256, name="fake-judge")
+
+
+CHAT = [
+    {"role": "system", "content": "You extract claims."},
+    {"role": "user", "content": [{"type": "text", "text": "Text: The sky is blue.\nAnswer:"}]},
+]
+CLAIMS_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
+    "required": ["claims"],
+    "additionalProperties": False,
+}
+
+
+def test_chat_completions_with_a_json_schema_always_parse(tmp_home):
+    judge = openai_judge('{"claims":["The sky is blue."]}')
+
+    async def main():
+        async with client_for(judge) as client:
+            models = (await client.get("/v1/models")).json()
+            assert models["data"][0]["id"] == "fake-judge"
+            reply = await client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": "anything",
+                    "messages": CHAT,
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"name": "claims", "schema": CLAIMS_SCHEMA, "strict": True},
+                    },
+                },
+            )
+            assert reply.status_code == 200, reply.text
+            data = reply.json()
+            assert data["object"] == "chat.completion"
+            content = data["choices"][0]["message"]["content"]
+            assert json.loads(content) == {"claims": ["The sky is blue."]}
+            assert data["choices"][0]["finish_reason"] == "stop"
+            usage = data["usage"]
+            assert usage["completion_tokens"] > 0
+            assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+            tight = await client.post(
+                "/v1/chat/completions",
+                json={
+                    "messages": CHAT,
+                    "max_tokens": 8,
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"schema": CLAIMS_SCHEMA},
+                    },
+                },
+            )
+            assert tight.status_code == 200, tight.text
+            json.loads(tight.json()["choices"][0]["message"]["content"])  # closed within 8 tokens
+
+    run(main())
+    judge.close()
+
+
+def test_free_text_json_object_streaming_and_completions(tmp_home):
+    judge = openai_judge("A plain answer.")
+
+    async def main():
+        async with client_for(judge) as client:
+            text = await client.post("/v1/chat/completions", json={"messages": CHAT})
+            assert text.json()["choices"][0]["message"]["content"] == "A plain answer."
+            cut = await client.post(
+                "/v1/chat/completions", json={"messages": CHAT, "max_tokens": 3}
+            )
+            choice = cut.json()["choices"][0]
+            assert choice["finish_reason"] == "length" and choice["message"]["content"] == "A p"
+            obj = await client.post(
+                "/v1/chat/completions",
+                json={
+                    "messages": CHAT,
+                    "response_format": {"type": "json_object"},
+                    "max_tokens": 12,
+                },
+            )
+            assert isinstance(json.loads(obj.json()["choices"][0]["message"]["content"]), dict)
+            events = []
+            async with client.stream(
+                "POST", "/v1/chat/completions", json={"messages": CHAT, "stream": True}
+            ) as stream:
+                async for line in stream.aiter_lines():
+                    if line.startswith("data: "):
+                        events.append(line[6:])
+            assert events[-1] == "[DONE]"
+            chunks = [json.loads(e) for e in events[:-1]]
+            streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+            assert (
+                streamed == "A plain answer."
+                and chunks[-1]["choices"][0]["finish_reason"] == "stop"
+            )
+            completion = await client.post(
+                "/v1/completions", json={"prompt": "Q: hi\nAnswer:\n", "max_tokens": 20}
+            )
+            assert completion.json()["choices"][0]["text"] == "A plain answer."
+
+    run(main())
+    judge.close()
+
+
+def test_openai_errors(tmp_home):
+    judge = openai_judge("x")
+
+    async def main():
+        async with client_for(judge) as client:
+            cases = [
+                ({"messages": []}, 400, "messages"),
+                ({"messages": [{"content": "no role"}]}, 400, "messages"),
+                ({"messages": CHAT, "max_tokens": 0}, 400, "max_tokens"),
+                ({"messages": CHAT, "response_format": {"type": "yaml"}}, 400, "response_format"),
+                (
+                    {"messages": CHAT, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "array"}}}},
+                    422,
+                    "response_format",
+                ),
+                (
+                    {"messages": CHAT, "max_tokens": 2, "response_format": {"type": "json_schema", "json_schema": {"schema": CLAIMS_SCHEMA}}},
+                    400,
+                    "max_tokens",
+                ),
+            ]  # fmt: skip
+            for body, status, field in cases:
+                reply = await client.post("/v1/chat/completions", json=body)
+                assert reply.status_code == status, (body, reply.text)
+                assert reply.json()["error"]["field"] == field
+            bad_prompt = await client.post("/v1/completions", json={"prompt": 3})
+            assert bad_prompt.status_code == 400
+
+    run(main())
+    judge.close()

@@ -25,6 +25,7 @@ class Engine(Protocol):
     n_ctx: int  # KV cells shared by all sequences
     n_vocab: int  # width of a logits row
     eos_id: int  # the end-of-sequence token
+    eog_ids: frozenset[int]  # every token that ends a generation (EOS, end of turn, ...)
     chat_template: str | None  # the model's own chat template, if it has one
 
     @property

@@ -80,6 +80,7 @@ class FakeEngine:
 
     name = "fake"
     eos_id = EOS_ID
+    eog_ids = frozenset({EOS_ID})
     chat_template = None
     cache_key = None  # building its vocabulary is instant: nothing to cache
 

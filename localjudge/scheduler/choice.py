@@ -1,6 +1,8 @@
 """Token choice, apart from planning: each sequence's next token under its grammar (greedy
 fast path, masked choice, the closing path when the budget runs out), jump-forward tokens,
-option probabilities at enum choice points, and validation of the finished JSON."""
+option probabilities at enum choice points, and validation of the finished JSON. A request
+without a grammar is free text: any text token, until an end-of-generation token or the
+budget."""
 
 from __future__ import annotations
 
@@ -21,15 +23,25 @@ class TokenChooser:
     """Decodes for the scheduler: it never plans, the scheduler never picks a token."""
 
     def __init__(
-        self, vocabulary: TokenVocabulary, stats: SchedulerStats, *, jump_forward: bool = True
+        self,
+        vocabulary: TokenVocabulary,
+        stats: SchedulerStats,
+        *,
+        jump_forward: bool = True,
+        eog_ids: frozenset[int] = frozenset(),
     ) -> None:
         self.vocabulary = vocabulary
         self.stats = stats
         self.jump_forward = jump_forward
+        self.eog_ids = eog_ids | {vocabulary.eos_id}
+        self._text_mask: np.ndarray | None = None  # tokens free text may use (built once)
 
     def advance(self, seq: Sequence, logits: np.ndarray) -> bool:
-        """Take this step's token (and any jump-forward tokens); True when the JSON is done."""
+        """Take this step's token (and any jump-forward tokens); True when the JSON (or the
+        free text) is done."""
         grammar = seq.grammar
+        if grammar is None:
+            return self._advance_text(seq, logits)
         self._accept(seq, self._choose(seq, logits), forced=False)
         while self.jump_forward and not grammar.is_final(seq.state):
             forced = self._forced(seq)
@@ -37,6 +49,35 @@ class TokenChooser:
                 break
             self._accept(seq, forced, forced=True)
         return grammar.is_final(seq.state)
+
+    def _advance_text(self, seq: Sequence, logits: np.ndarray) -> bool:
+        """Free text: text tokens only (never a control token inside the text), until an
+        end-of-generation token or `max_tokens`."""
+        if self._text_mask is None:
+            mask = np.zeros(logits.shape[0], dtype=bool)
+            ids = [
+                t for t in list(self.vocabulary.token_bytes) + list(self.eog_ids) if t < len(mask)
+            ]
+            mask[ids] = True
+            self._text_mask = mask
+        scores = np.where(self._text_mask, logits, -np.inf)
+        if seq.sampling.greedy:
+            token = int(np.argmax(scores))
+        else:
+            allowed = np.flatnonzero(self._text_mask)
+            probs = _softmax(scores[allowed] / seq.sampling.temperature)
+            token = int(allowed[int(seq.rng.choice(len(allowed), p=probs))])
+        if token in self.eog_ids:
+            return True
+        seq.output_tokens.append(token)
+        seq.output_bytes += self.vocabulary.token_bytes.get(token, b"")
+        seq.pending.append(token)
+        seq.counts.generated += 1
+        self.stats.num_generated_tokens += 1
+        if len(seq.output_tokens) >= seq.max_tokens:
+            seq.forced_close = True  # finish_reason "length"
+            return True
+        return False
 
     @staticmethod
     def _forced(seq: Sequence) -> int | None:
@@ -124,6 +165,22 @@ class TokenChooser:
         """The finished request: its validated JSON, or why the reply could not be used."""
         now = time.perf_counter()
         text = seq.output_bytes.decode("utf-8", "replace")
+        submitted = seq.item.submitted_at
+        timings = Timings(
+            queued_s=seq.admitted_at - submitted,
+            first_token_s=seq.first_token_at - submitted,
+            total_s=now - submitted,
+        )
+        if seq.grammar is None:  # free text: the text is the value
+            result = GenerationResult(
+                request_id=seq.request_id,
+                value=text,
+                text=text,
+                counts=seq.counts,
+                timings=timings,
+                finish_reason="length" if seq.forced_close else "stop",
+            )
+            return Finished(request_id=seq.request_id, result=result)
         try:
             value = json.loads(text)
             jsonschema.validate(value, seq.grammar.schema)
@@ -139,17 +196,12 @@ class TokenChooser:
             )
             for c in seq.choices
         ]
-        submitted = seq.item.submitted_at
         result = GenerationResult(
             request_id=seq.request_id,
             value=value,
             text=text,
             counts=seq.counts,
-            timings=Timings(
-                queued_s=seq.admitted_at - submitted,
-                first_token_s=seq.first_token_at - submitted,
-                total_s=now - submitted,
-            ),
+            timings=timings,
             choices=choices,
             finish_reason="budget" if seq.forced_close else "stop",
         )

@@ -52,6 +52,7 @@ class Scheduler:
         max_num_prefixes: int = 8,
         token_budget: int = 512,
         jump_forward: bool = True,
+        eog_ids: frozenset[int] = frozenset(),
     ) -> None:
         if max_num_seqs < 1 or max_num_prefixes < 1:
             raise ValueError("max_num_seqs and max_num_prefixes must be at least 1")
@@ -71,7 +72,9 @@ class Scheduler:
         self._awaited: Counter[tuple[int, ...]] = Counter()  # prefix keys of queued requests
         self.num_reserved_cells = 0
         self.stats = SchedulerStats()
-        self.chooser = TokenChooser(vocabulary, self.stats, jump_forward=jump_forward)
+        self.chooser = TokenChooser(
+            vocabulary, self.stats, jump_forward=jump_forward, eog_ids=frozenset(eog_ids)
+        )
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -100,8 +103,8 @@ class Scheduler:
             item=item,
             grammar=grammar,
             sampling=request.sampling,
-            guide=grammar.new_guide(),
-            state=grammar.initial_state,
+            guide=grammar.new_guide() if grammar is not None else None,
+            state=grammar.initial_state if grammar is not None else 0,
         )
         if request.sampling.temperature > 0:
             seq.rng = np.random.default_rng(request.sampling.seed)
@@ -114,7 +117,7 @@ class Scheduler:
         total = len(item.prefix_tokens) + len(item.prompt_tokens) + request.max_tokens
         if not item.prompt_tokens:
             self._fail(seq, GenerationError("empty prompt"))
-        elif request.max_tokens < grammar.min_tokens:
+        elif grammar is not None and request.max_tokens < grammar.min_tokens:
             self._fail(
                 seq,
                 GenerationError(

@@ -46,7 +46,7 @@ class GenerationRequest:
         str | tuple[str, ...]
     )  # shared part of the prompt; segments nest (instructions, context)
     suffix: str  # this request's own part (one claim, one sentence)
-    grammar: CompiledGrammar  # compiled JSON Schema the output must match
+    grammar: CompiledGrammar | None  # compiled JSON Schema the output must match; None: free text
     max_tokens: int = 192  # token budget for the output; the JSON is closed within it
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -100,12 +100,13 @@ class GenerationResult:
     """A finished request: valid JSON that matches the schema, with accounting."""
 
     request_id: str
-    value: Any  # the parsed JSON object
+    value: Any  # the parsed JSON object (free text: the text)
     text: str  # the generated JSON text
     counts: TokenCounts
     timings: Timings
     choices: list[ChoicePoint] = field(default_factory=list)  # in output order
-    finish_reason: str = "stop"  # "stop": the model closed the JSON; "budget": closed by force
+    finish_reason: str = "stop"  # "stop": the model ended; "budget": JSON closed by force;
+    # "length": free text cut at max_tokens
 
     def choice(self, field_name: str) -> ChoicePoint | None:
         return next((c for c in self.choices if c.field == field_name), None)

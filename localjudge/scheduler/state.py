@@ -83,7 +83,7 @@ class Sequence:
     """One request's life inside the scheduler."""
 
     item: TokenizedRequest
-    grammar: CompiledGrammar
+    grammar: CompiledGrammar | None  # None: free text
     sampling: SamplingParams
     status: SeqStatus = SeqStatus.WAITING
     seq_id: int | None = None
