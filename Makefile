@@ -11,7 +11,7 @@ WHEELHOUSE  ?=
 PIP_SOURCE  := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 TEST_WHEELHOUSE := .localjudge/wheelhouse
 
-.PHONY: install run test test-fast lint format bench quality install-cuda wheelhouse clean
+.PHONY: install run test test-fast lint format bench quality install-cuda wheelhouse clean interop-deps
 
 install: $(STAMP)
 	@$(PY) -m localjudge models assemble >/dev/null
@@ -29,8 +29,18 @@ run: install
 		--out .localjudge/sample-results.jsonl
 	@echo "per-item results: .localjudge/sample-results.jsonl"
 
-test: install $(TEST_WHEELHOUSE)/.stamp
+test: install $(TEST_WHEELHOUSE)/.stamp interop-deps
 	$(PY) -m pytest -q
+
+# Mastra's own npm packages, for the interop test (tests/test_mastra_interop.py): pinned by
+# tests/interop/package-lock.json, installed into .localjudge/interop. Skipped without node.
+INTEROP := .localjudge/interop
+interop-deps: $(INTEROP)/.stamp
+$(INTEROP)/.stamp: tests/interop/package.json tests/interop/package-lock.json
+	@if command -v npm >/dev/null; then \
+		mkdir -p $(INTEROP) && cp tests/interop/package.json tests/interop/package-lock.json $(INTEROP)/ && \
+		cd $(INTEROP) && npm ci --no-audit --no-fund --silent && touch .stamp; \
+	else echo "npm not found: the Mastra interop test will not run"; fi
 
 # The wheels a fresh venv needs to install localjudge's own wheel with --no-index: what the
 # wheel test (tests/test_wheel.py) installs from, like an air-gapped user would.

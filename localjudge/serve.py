@@ -366,9 +366,18 @@ def create_app(
             "data": [{"id": judge.name, "object": "model", "owned_by": "localjudge"}],
         }
 
-    async def generate(request: Request, body: dict[str, Any], prefix: str, suffix: str):
-        """One generation for the OpenAI endpoints: (result, grammar used or None)."""
+    async def generate(
+        request: Request,
+        body: dict[str, Any],
+        prefix: str,
+        suffix: str,
+        prompt_schema: dict | None = None,
+    ):
+        """One generation for the OpenAI endpoints. Without a response_format, a schema the
+        client put in the prompt (`prompt_schema`) constrains the reply."""
         schema = _response_schema(body.get("response_format"))
+        if schema is None and body.get("response_format") is None:
+            schema = prompt_schema
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is None:
             max_tokens = DEFAULT_JSON_TOKENS if schema is not None else DEFAULT_TEXT_TOKENS
@@ -411,7 +420,10 @@ def create_app(
     def openai_response(kind: str, result, content_key: str, stream: bool):
         created = int(time.time())
         ident = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
-        finish = "length" if result.finish_reason in ("length", "budget") else "stop"
+        # JSON the budget closed is complete and valid: "stop", with the closing on record
+        # (clients such as Mastra reject a structured reply whose finish reason is "length")
+        finish = "length" if result.finish_reason == "length" else "stop"
+        closed = result.finish_reason == "budget"
         usage = {
             "prompt_tokens": result.counts.prefix_reused + result.counts.prompt_evaluated,
             "completion_tokens": result.counts.generated,
@@ -429,6 +441,8 @@ def create_app(
         else:
             choice = {"index": 0, "text": result.text, "finish_reason": finish, "logprobs": None}
             obj, chunk_obj = "text_completion", "text_completion"
+        if closed:
+            choice["x_closed_by_budget"] = True
         if not stream:
             return JSONResponse(
                 {
@@ -477,7 +491,7 @@ def create_app(
             body = await read_json(request)
             messages = _messages(body.get("messages"))
             prefix, suffix = _split_chat(judge, messages)
-            result = await generate(request, body, prefix, suffix)
+            result = await generate(request, body, prefix, suffix, _schema_in_prompt(messages))
             reply_ = openai_response("chat", result, "message", bool(body.get("stream")))
         except Exception as error:
             return reply(route, _error_of(error))
@@ -506,8 +520,36 @@ def create_app(
     return app
 
 
-DEFAULT_JSON_TOKENS = 512  # max_tokens when a request sets none: JSON closes within it
-DEFAULT_TEXT_TOKENS = 256
+DEFAULT_JSON_TOKENS = 256  # max_tokens when a request sets none: JSON closes within it
+DEFAULT_TEXT_TOKENS = 128
+
+# Clients that cannot send response_format put the schema in the prompt instead: Mastra's
+# judges ("jsonPromptInjection", the default for a model Mastra does not know) end the user
+# message with this line, the schema, and a request for JSON only.
+_PROMPT_SCHEMA_CUES = ("Return your response as JSON matching this schema:", "JSON schema:")
+
+
+def _schema_in_prompt(messages: list[dict[str, str]]) -> dict | None:
+    """The JSON Schema a chat prompt asks the reply to match, when it states one after a
+    known cue (in the last user or system message); None otherwise."""
+    decoder = json.JSONDecoder()
+    for message in reversed(messages):
+        if message["role"] not in ("user", "system"):
+            continue
+        content = message["content"]
+        for cue in _PROMPT_SCHEMA_CUES:
+            at = content.rfind(cue)
+            if at < 0:
+                continue
+            rest = content[at + len(cue) :].lstrip()
+            try:
+                schema, _ = decoder.raw_decode(rest)
+            except ValueError:
+                continue
+            if isinstance(schema, dict) and schema.get("type") == "object":
+                return {k: v for k, v in schema.items() if k != "$schema"}
+        return None
+    return None
 
 
 def _response_schema(response_format: Any) -> dict | None:
