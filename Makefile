@@ -11,7 +11,7 @@ WHEELHOUSE  ?=
 PIP_SOURCE  := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 TEST_WHEELHOUSE := .localjudge/wheelhouse
 
-.PHONY: install run test test-fast lint format bench quality install-cuda wheelhouse clean interop-deps
+.PHONY: install run test test-fast lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps
 
 install: $(STAMP)
 	@$(PY) -m localjudge models assemble >/dev/null
@@ -63,6 +63,10 @@ format: install
 
 bench: install
 	$(PY) -m localjudge bench
+
+# Mastra's own scorers on `localjudge serve` vs the in-process scorers, same items
+bench-serve: install interop-deps
+	$(PY) tests/interop/bench_serve.py
 
 quality: install
 	$(PY) -m localjudge quality

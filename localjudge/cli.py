@@ -707,7 +707,16 @@ def serve(
         check_binding(host, api_key)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    judge = _load_judge(model, slots, gpu_layers, n_ctx, threads)
+    from localjudge.judge import Judge
+
+    judge = Judge.load(
+        model,
+        slots=slots,
+        n_gpu_layers=gpu_layers,
+        n_ctx=n_ctx,
+        n_threads=threads,
+        cache_prefixes=True,  # requests that start the same way skip their prefill
+    )
     app = create_app(
         judge,
         api_key=api_key,

@@ -98,6 +98,7 @@ class Judge:
         name: str | None = None,
         meaningful: bool = True,
         model: ResolvedModel | None = None,
+        cache_prefixes: bool = False,
     ) -> None:
         check_slots(slots, max_prefixes)
         self.engine = engine
@@ -123,6 +124,7 @@ class Judge:
                 token_budget=token_budget,
                 jump_forward=jump_forward,
                 eog_ids=frozenset(engine.eog_ids),
+                cache_prefixes=cache_prefixes,
             )
             self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
         except BaseException:
@@ -143,15 +145,18 @@ class Judge:
         n_gpu_layers: int | None = None,
         jump_forward: bool = True,
         verbose: bool = False,
+        cache_prefixes: bool = False,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
-        fake judge instead, for tests of everything above the engine."""
+        fake judge instead, for tests of everything above the engine. `cache_prefixes`
+        keeps evaluated shared prefixes after their last request (a server's choice: later
+        requests that start the same way skip their prefill)."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge
 
-            return FakeJudge(slots=slots or 4, n_ctx=n_ctx or 20000)
+            return FakeJudge(slots=slots or 4, n_ctx=n_ctx or 20000, cache_prefixes=cache_prefixes)
         if kind != "llama":
             raise ModelError(f"unknown LOCALJUDGE_ENGINE {kind!r}; known: llama, fake")
         resolved = resolve(model)
@@ -177,6 +182,7 @@ class Judge:
             name=resolved.name,
             meaningful=resolved.meaningful,
             model=resolved,
+            cache_prefixes=cache_prefixes,
         )
 
     @property

@@ -115,6 +115,8 @@ def metrics_text(judge: Judge, counters: Counters) -> str:
         f"localjudge_running_sequences {len(scheduler.running)}",
         "# TYPE localjudge_kv_cells_reserved gauge",
         f"localjudge_kv_cells_reserved {scheduler.num_reserved_cells}",
+        "# TYPE localjudge_prefixes_cached gauge",
+        f"localjudge_prefixes_cached {scheduler.num_cached_prefixes}",
         "# TYPE localjudge_kv_cells gauge",
         f"localjudge_kv_cells {scheduler.n_ctx}",
         "# TYPE localjudge_steps_total counter",

@@ -65,6 +65,7 @@ class FakeJudge(Judge):
         n_ctx: int = 20000,
         meaningful: bool = True,
         step_seconds: float = 0.0,
+        cache_prefixes: bool = False,
     ) -> None:
         engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)
         super().__init__(
@@ -74,4 +75,5 @@ class FakeJudge(Judge):
             token_budget=256,
             name="fake-judge",
             meaningful=meaningful,
+            cache_prefixes=cache_prefixes,
         )

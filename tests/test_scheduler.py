@@ -300,3 +300,24 @@ def test_nested_prefixes_with_a_single_prefix_slot(fake_vocabulary, grammar):
     runtime.close()
     assert all(r.value["verdict"] == "no" for r in results)
     assert engine.kv == {} and not scheduler.groups
+
+
+def test_cached_prefixes_serve_later_requests_and_are_evicted_when_needed(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, n_ctx=400, cache_prefixes=True)
+    prefix_len = len(engine.tokenize(PREFIX)) - 1  # the shared part keeps one prompt token back
+    first = runtime.run([claim_request(grammar, f"c{i}") for i in range(3)])
+    evaluated = scheduler.stats.num_prompt_tokens
+    assert scheduler.num_cached_prefixes == 1 and scheduler.num_reserved_cells > 0
+    second = runtime.run([claim_request(grammar, f"c{i}") for i in range(3)])
+    assert [r.value for r in second] == [r.value for r in first]
+    assert (
+        scheduler.stats.num_prompt_tokens - evaluated < evaluated - prefix_len
+    )  # no prefill again
+    assert all(r.counts.prefix_reused > 0 for r in second)
+    other = "Context: a different document about the moon, long enough to need room.\n" * 3
+    third = runtime.run([claim_request(grammar, "moon c", prefix=other) for _ in range(2)])
+    assert all(r.value["verdict"] == "yes" for r in third)
+    assert len(scheduler.groups) == 1  # the old prefix was evicted to make room
+    scheduler.fail_all(GenerationError("reset"))
+    assert not scheduler.groups and scheduler.num_reserved_cells == 0
+    runtime.close()

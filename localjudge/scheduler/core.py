@@ -53,6 +53,7 @@ class Scheduler:
         token_budget: int = 512,
         jump_forward: bool = True,
         eog_ids: frozenset[int] = frozenset(),
+        cache_prefixes: bool = False,
     ) -> None:
         if max_num_seqs < 1 or max_num_prefixes < 1:
             raise ValueError("max_num_seqs and max_num_prefixes must be at least 1")
@@ -71,6 +72,10 @@ class Scheduler:
         self._finished: list[Finished] = []
         self._awaited: Counter[tuple[int, ...]] = Counter()  # prefix keys of queued requests
         self.num_reserved_cells = 0
+        # keep evaluated prefixes after their last user, for later requests that start the
+        # same way; evicted, least recently used first, when ids or KV cells are needed
+        self.cache_prefixes = cache_prefixes
+        self._tick = 0
         self.stats = SchedulerStats()
         self.chooser = TokenChooser(
             vocabulary, self.stats, jump_forward=jump_forward, eog_ids=frozenset(eog_ids)
@@ -188,6 +193,7 @@ class Scheduler:
             self.waiting.popleft()
             self._unawait(keys)
             parent = None
+            self._tick += 1
             for key in keys:
                 group = self.groups.get(key)
                 if group is None:
@@ -195,6 +201,7 @@ class Scheduler:
                     if parent is not None:
                         parent.num_refs += 1
                     self.groups[key] = group
+                group.last_used = self._tick
                 parent = group
             if parent is not None:
                 parent.num_refs += 1
@@ -213,12 +220,18 @@ class Scheduler:
                 del self._awaited[key]
 
     def _evict_idle_group(self, keep: set[tuple[int, ...]]) -> bool:
-        """Drop one prefix group nothing admitted uses (not in `keep`); False if none."""
-        for key, group in self.groups.items():
-            if group.num_refs == 0 and key not in keep:
-                self._drop_group(group)
-                return True
-        return False
+        """Drop the least recently used prefix group nothing admitted uses (not in `keep`);
+        False if there is none."""
+        idle = [g for k, g in self.groups.items() if g.num_refs == 0 and k not in keep]
+        if not idle:
+            return False
+        self._drop_group(min(idle, key=lambda g: g.last_used))
+        return True
+
+    @property
+    def num_cached_prefixes(self) -> int:
+        """Evaluated prefix groups that nothing uses now, kept for requests to come."""
+        return sum(1 for g in self.groups.values() if g.num_refs == 0 and g.ready)
 
     def _drop_group(self, group: PrefixGroup) -> None:
         del self.groups[group.key]
@@ -245,13 +258,15 @@ class Scheduler:
             self._drop_idle_groups()
         seq.status = SeqStatus.FINISHED
 
-    def _drop_idle_groups(self) -> None:
-        """Drop prefix groups that nothing admitted uses and no queued request awaits."""
+    def _drop_idle_groups(self, *, force: bool = False) -> None:
+        """Drop prefix groups that nothing admitted uses and no queued request awaits
+        (with `cache_prefixes`, only those not fully evaluated, unless `force`)."""
         dropped = True
         while dropped:  # dropping a child can leave its parent idle
             dropped = False
             for key, group in list(self.groups.items()):
-                if group.num_refs == 0 and self._awaited[key] <= 0:
+                cached = self.cache_prefixes and group.ready and not force
+                if group.num_refs == 0 and self._awaited[key] <= 0 and not cached:
                     self._drop_group(group)
                     dropped = True
 
@@ -416,4 +431,4 @@ class Scheduler:
         while self.waiting:
             self._fail(self.waiting.popleft(), error)
         self._awaited.clear()
-        self._drop_idle_groups()
+        self._drop_idle_groups(force=True)

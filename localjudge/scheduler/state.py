@@ -66,6 +66,7 @@ class PrefixGroup:
     parent: PrefixGroup | None = None  # the group whose cells this one starts from
     copied: bool = False  # the parent's cells were shared into this group
     num_evaluated: int = 0  # tokens already in this group's sequence
+    last_used: int = 0  # admission tick of its latest user (least recently used goes first)
     num_refs: int = 0  # admitted sequences and child groups that use it
 
     @property
