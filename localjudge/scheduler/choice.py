@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import jsonschema
 import numpy as np
@@ -172,30 +173,24 @@ class TokenChooser:
             total_s=now - submitted,
         )
         if seq.grammar is None:  # free text: the text is the value
-            result = GenerationResult(
-                request_id=seq.request_id,
-                value=text,
-                text=text,
-                counts=seq.counts,
-                timings=timings,
-                finish_reason="length" if seq.forced_close else "stop",
-            )
-            return Finished(request_id=seq.request_id, result=result)
-        try:
-            value = json.loads(text)
-            jsonschema.validate(value, seq.grammar.schema)
-        except (ValueError, jsonschema.ValidationError) as error:
-            message = getattr(error, "message", str(error))
-            return Finished(
-                request_id=seq.request_id,
-                error=VerdictError(f"judge reply failed validation: {message}"),
-            )
-        choices = [
-            ChoicePoint(
-                field=c.field, probabilities=c.probabilities, chosen=str(value.get(c.field, ""))
-            )
-            for c in seq.choices
-        ]
+            value: Any = text
+            choices: list[ChoicePoint] = []
+            finish_reason = "length" if seq.forced_close else "stop"
+        else:
+            try:
+                value = json.loads(text)
+                jsonschema.validate(value, seq.grammar.schema)
+            except (ValueError, jsonschema.ValidationError) as error:
+                message = getattr(error, "message", str(error))
+                return Finished(
+                    request_id=seq.request_id,
+                    error=VerdictError(f"judge reply failed validation: {message}"),
+                )
+            choices = [
+                ChoicePoint(c.field, c.probabilities, chosen=str(value.get(c.field, "")))
+                for c in seq.choices
+            ]
+            finish_reason = "budget" if seq.forced_close else "stop"
         result = GenerationResult(
             request_id=seq.request_id,
             value=value,
@@ -203,7 +198,7 @@ class TokenChooser:
             counts=seq.counts,
             timings=timings,
             choices=choices,
-            finish_reason="budget" if seq.forced_close else "stop",
+            finish_reason=finish_reason,
         )
         return Finished(request_id=seq.request_id, result=result)
 
