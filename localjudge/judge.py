@@ -47,20 +47,20 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
     (walking 262k tokens through ctypes takes seconds). The cache holds arrays only:
     loading it runs no code."""
     key = engine.cache_key
-    if key is None:
-        return build_vocabulary(
-            engine.vocabulary_pieces(), eos_id=engine.eos_id, n_vocab=engine.n_vocab
-        )
-    name = hashlib.sha256(f"v3|{key}|{engine.n_vocab}".encode()).hexdigest()[:32]
-    cache_file = cache_dir("vocab") / f"{name}.npz"
-    if cache_file.exists():
-        try:
-            return TokenVocabulary.load(cache_file)
-        except Exception:  # partial, foreign or stale: rebuild it
-            cache_file.unlink(missing_ok=True)
+    cache_file = None
+    if key is not None:
+        name = hashlib.sha256(f"v3|{key}|{engine.n_vocab}".encode()).hexdigest()[:32]
+        cache_file = cache_dir("vocab") / f"{name}.npz"
+        if cache_file.exists():
+            try:
+                return TokenVocabulary.load(cache_file)
+            except Exception:  # partial, foreign or stale: rebuild it
+                cache_file.unlink(missing_ok=True)
     vocabulary = build_vocabulary(
         engine.vocabulary_pieces(), eos_id=engine.eos_id, n_vocab=engine.n_vocab
     )
+    if cache_file is None:
+        return vocabulary
     partial = cache_file.with_name(f"{name}.{os.getpid()}.{threading.get_ident()}.tmp")
     vocabulary.save(partial)
     partial.replace(cache_file)

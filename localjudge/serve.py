@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from localjudge.errors import GenerationError, LocalJudgeError, error_kind
-from localjudge.evals.run import ItemResult, run_evals_async
+from localjudge.evals.run import run_evals_async
 from localjudge.judge import Judge
 from localjudge.scorers import Scorer, make_scorer, scorer_names, scorer_options
 from localjudge.scorers.registry import SCORERS
@@ -136,26 +136,6 @@ def metrics_text(judge: Judge, counters: Counters) -> str:
     for (route, status), count in sorted(counters.requests.items()):
         lines.append(f'localjudge_requests_total{{route="{route}",status="{status}"}} {count}')
     return "\n".join(lines) + "\n"
-
-
-def _item_line(result: ItemResult, store_text: bool) -> dict[str, Any]:
-    item = result.item
-    line: dict[str, Any] = {"index": result.index, "id": item.id}
-    if store_text:
-        line["input"], line["output"] = item.input, result.target_result
-    if item.metadata is not None:
-        line["metadata"] = item.metadata
-    line.update(
-        {
-            "scores": {k: r.score for k, r in result.scorer_results.items()},
-            "results": {
-                k: r.to_dict(store_text=store_text) for k, r in result.scorer_results.items()
-            },
-            "errors": result.errors,
-            "errorKinds": result.error_kinds,
-        }
-    )
-    return line
 
 
 def create_app(
@@ -336,7 +316,11 @@ def create_app(
                     kind, value = await asyncio.wait_for(queue.get(), timeout=request_timeout)
                     if kind == "item":
                         yield (
-                            json.dumps(_item_line(value, store_text), default=str) + "\n"
+                            json.dumps(
+                                {"index": value.index, **value.fields(store_text=store_text)},
+                                default=str,
+                            )
+                            + "\n"
                         ).encode()
                     elif kind == "done":
                         summary = {"summary": value.summary, "scores": value.scores}

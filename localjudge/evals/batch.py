@@ -72,24 +72,7 @@ def item_record(
     row: DatasetRow, result: ItemResult, names: dict[str, str], store_text: bool
 ) -> dict[str, Any]:
     """The results-file record of one item (what `eval` appends, locally or on Ray)."""
-    item = result.item
-    record: dict[str, Any] = {"key": row.key, "line": row.line, "id": item.id}
-    if store_text:
-        record["input"] = item.input
-        record["output"] = result.target_result
-    if item.metadata is not None:
-        record["metadata"] = item.metadata
-    record.update(
-        {
-            "scores": {names[k]: r.score for k, r in result.scorer_results.items()},
-            "results": {
-                names[k]: r.to_dict(store_text=store_text) for k, r in result.scorer_results.items()
-            },
-            "errors": {names.get(k, k): message for k, message in result.errors.items()},
-            "errorKinds": {names.get(k, k): kind for k, kind in result.error_kinds.items()},
-        }
-    )
-    return record
+    return {"key": row.key, "line": row.line, **result.fields(names, store_text=store_text)}
 
 
 @dataclass

@@ -58,6 +58,29 @@ class ItemResult:
     def ok(self) -> bool:
         return not self.errors
 
+    def fields(
+        self, names: dict[str, str] | None = None, *, store_text: bool = True
+    ) -> dict[str, Any]:
+        """The item's id, texts (unless `store_text` is False), metadata, scores, results and
+        errors, keyed by scorer name (`names`: scorer id -> name; default the ids). What an
+        `eval` record and a `serve` NDJSON line hold beside their own keys."""
+        names = names or {}
+        item = self.item
+        fields: dict[str, Any] = {"id": item.id}
+        if store_text:
+            fields["input"] = item.input
+            fields["output"] = self.target_result
+        if item.metadata is not None:
+            fields["metadata"] = item.metadata
+        fields["scores"] = {names.get(k, k): r.score for k, r in self.scorer_results.items()}
+        fields["results"] = {
+            names.get(k, k): r.to_dict(store_text=store_text)
+            for k, r in self.scorer_results.items()
+        }
+        fields["errors"] = {names.get(k, k): m for k, m in self.errors.items()}
+        fields["errorKinds"] = {names.get(k, k): kind for k, kind in self.error_kinds.items()}
+        return fields
+
     def fail(self, key: str, error: BaseException) -> None:
         """Record `error` under `key` (a scorer id, "target", "item" or "callback")."""
         prefix = "" if isinstance(error, LocalJudgeError) else f"{type(error).__name__}: "
