@@ -707,15 +707,17 @@ def serve(
         check_binding(host, api_key)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    from localjudge.judge import Judge
+    from localjudge.judge import DEFAULT_SLOTS, Judge
 
     judge = Judge.load(
         model,
         slots=slots,
+        # requests that share a token prefix split groups and keep their own prompts
+        max_prefixes=2 * (slots or DEFAULT_SLOTS),
         n_gpu_layers=gpu_layers,
         n_ctx=n_ctx,
         n_threads=threads,
-        cache_prefixes=True,  # requests that start the same way skip their prefill
+        cache_prefixes=True,  # requests that start with the same tokens skip that prefill
     )
     app = create_app(
         judge,

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -39,6 +39,7 @@ from localjudge.scheduler import (
 
 DEFAULT_MAX_TOKENS = 192
 DEFAULT_SLOTS = 16  # sequences per decode; on 2 CPU cores 16 still beats 8 (see the README)
+AUTO_PREFIX_TOKENS = 32  # shortest token prefix worth a shared group of its own
 MAX_SEQUENCES = 256  # llama.cpp's limit of sequences in one context (LLAMA_MAX_SEQ)
 
 
@@ -125,6 +126,7 @@ class Judge:
                 jump_forward=jump_forward,
                 eog_ids=frozenset(engine.eog_ids),
                 cache_prefixes=cache_prefixes,
+                auto_prefix=AUTO_PREFIX_TOKENS if cache_prefixes else 0,
             )
             self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
         except BaseException:
@@ -150,8 +152,9 @@ class Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
         fake judge instead, for tests of everything above the engine. `cache_prefixes`
-        keeps evaluated shared prefixes after their last request (a server's choice: later
-        requests that start the same way skip their prefill)."""
+        keeps evaluated shared prefixes after their last request, and lets requests that
+        name no prefix share their longest common token prefix with any request before
+        them (a server's choice: requests that start the same way skip that prefill)."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge
@@ -272,9 +275,11 @@ class Judge:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         temperature: float = 0.0,
         seed: int | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> GenerationRequest:
         """A request for `prefix + suffix`; `schema` None asks for free text (stops at an
-        end-of-generation token or `max_tokens`)."""
+        end-of-generation token or `max_tokens`). `on_text` receives the output as it is
+        chosen (on the worker thread)."""
         if schema is None or isinstance(schema, CompiledGrammar):
             grammar = schema
         else:
@@ -285,6 +290,7 @@ class Judge:
             grammar=grammar,
             max_tokens=max_tokens,
             sampling=SamplingParams(temperature=temperature, seed=seed),
+            on_text=on_text,
         )
 
     def prompt_request(

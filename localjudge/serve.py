@@ -20,6 +20,7 @@ from typing import Any
 from localjudge.errors import GenerationError, LocalJudgeError, error_kind
 from localjudge.evals.run import run_evals_async
 from localjudge.judge import Judge
+from localjudge.scheduler import GenerationRequest, GenerationResult
 from localjudge.scorers import Scorer, make_scorer, scorer_names, scorer_options
 from localjudge.scorers.registry import SCORERS
 
@@ -352,14 +353,13 @@ def create_app(
             "data": [{"id": judge.name, "object": "model", "owned_by": "localjudge"}],
         }
 
-    async def generate(
-        request: Request,
+    async def prepare(
         body: dict[str, Any],
-        prefix: str,
-        suffix: str,
+        prompt: str,
         prompt_schema: dict | None = None,
-    ):
-        """One generation for the OpenAI endpoints. Without a response_format, a schema the
+        on_text: Callable[[str], None] | None = None,
+    ) -> GenerationRequest:
+        """The generation an OpenAI request asks for. Without a response_format, a schema the
         client put in the prompt (`prompt_schema`) constrains the reply."""
         schema = _response_schema(body.get("response_format"))
         if schema is None and body.get("response_format") is None:
@@ -371,8 +371,6 @@ def create_app(
             raise ServeError(
                 400, "invalid_input", "max_tokens must be a positive integer", field="max_tokens"
             )
-        temperature = body.get("temperature") or 0.0
-        seed = body.get("seed")
         grammar = None
         if schema is not None:
             try:
@@ -382,90 +380,113 @@ def create_app(
                     422, "schema_not_supported", str(error), field="response_format"
                 ) from None
         try:
-            gen_request = judge.request(
-                suffix,
+            return judge.request(
+                prompt,
                 grammar,
-                prefix=prefix,
                 max_tokens=max_tokens,
-                temperature=temperature,
-                seed=seed,
+                temperature=body.get("temperature") or 0.0,
+                seed=body.get("seed"),
+                on_text=on_text,
             )
         except (ValueError, TypeError) as error:
             raise ServeError(400, "invalid_input", str(error)) from None
+
+    def generation_error(error: Exception) -> Exception:
+        if isinstance(error, GenerationError) and "max_tokens=" in str(error):
+            return ServeError(400, "invalid_input", str(error), field="max_tokens")
+        return error
+
+    async def complete(
+        kind: str, request: Request, body: dict[str, Any], prompt: str, prompt_schema=None
+    ):
+        """An OpenAI completion, whole or streamed as the tokens are chosen."""
+        if body.get("stream"):
+            return await stream_completion(kind, request, body, prompt, prompt_schema)
+        gen_request = await prepare(body, prompt, prompt_schema)
 
         async def work():
             return await asyncio.wrap_future(judge.submit(gen_request))
 
         try:
-            return await guarded(request, work)
+            result = await guarded(request, work)
         except LocalJudgeError as error:
-            if isinstance(error, GenerationError) and "max_tokens=" in str(error):
-                raise ServeError(400, "invalid_input", str(error), field="max_tokens") from None
-            raise
+            raise generation_error(error) from None
+        reply_ = OpenAIReply(kind, judge.name, result)
+        return JSONResponse(reply_.whole())
 
-    def openai_response(kind: str, result, content_key: str, stream: bool):
-        created = int(time.time())
-        ident = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
-        # JSON the budget closed is complete and valid: "stop", with the closing on record
-        # (clients such as Mastra reject a structured reply whose finish reason is "length")
-        finish = "length" if result.finish_reason == "length" else "stop"
-        closed = result.finish_reason == "budget"
-        usage = {
-            "prompt_tokens": result.counts.prefix_reused + result.counts.prompt_evaluated,
-            "completion_tokens": result.counts.generated,
-            "total_tokens": result.counts.prefix_reused
-            + result.counts.prompt_evaluated
-            + result.counts.generated,
-        }
-        if kind == "chat":
-            choice = {
-                "index": 0,
-                "message": {"role": "assistant", "content": result.text},
-                "finish_reason": finish,
-            }
-            obj, chunk_obj = "chat.completion", "chat.completion.chunk"
-        else:
-            choice = {"index": 0, "text": result.text, "finish_reason": finish, "logprobs": None}
-            obj, chunk_obj = "text_completion", "text_completion"
-        if closed:
-            choice["x_closed_by_budget"] = True
-        if not stream:
-            return JSONResponse(
-                {
-                    "id": ident,
-                    "object": obj,
-                    "created": created,
-                    "model": judge.name,
-                    "choices": [choice],
-                    "usage": usage,
-                }
+    async def stream_completion(kind, request, body, prompt, prompt_schema):
+        """Server-sent events, one per piece of text as the scheduler chooses it. Errors
+        before the first piece are plain JSON errors with their status; later ones are an
+        error event. A client that goes away cancels the generation."""
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[str] = asyncio.Queue()
+        gen_request = await prepare(
+            body,
+            prompt,
+            prompt_schema,
+            on_text=lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text),
+        )
+        if counters.in_flight >= max_in_flight:
+            raise ServeError(503, "overloaded", f"{max_in_flight} requests already in flight")
+        counters.in_flight += 1
+        future = asyncio.wrap_future(judge.submit(gen_request))
+        deadline = loop.time() + request_timeout
+
+        async def next_piece(watcher: asyncio.Future | None = None) -> str | None:
+            """The next piece of text; None once the generation is over."""
+            if not pieces.empty():
+                return pieces.get_nowait()
+            if future.done():
+                return None
+            getter = asyncio.ensure_future(pieces.get())
+            waited = {getter, future} | ({watcher} if watcher is not None else set())
+            done, _ = await asyncio.wait(
+                waited,
+                timeout=max(0.0, deadline - loop.time()),
+                return_when=asyncio.FIRST_COMPLETED,
             )
+            if getter in done:
+                return getter.result()
+            getter.cancel()
+            if future in done:
+                return pieces.get_nowait() if not pieces.empty() else None
+            if watcher is not None and watcher in done:
+                raise ServeError(499, "client_closed", "the client went away")
+            raise ServeError(504, "timeout", f"no result within {request_timeout:g} s")
 
-        def chunk(
-            delta: dict[str, Any], finish_reason: str | None, extra: dict | None = None
-        ) -> bytes:
-            if kind == "chat":
-                part = {"index": 0, "delta": delta, "finish_reason": finish_reason}
-            else:
-                part = {
-                    "index": 0,
-                    "text": delta.get("content", ""),
-                    "finish_reason": finish_reason,
-                }
-            data = {
-                "id": ident,
-                "object": chunk_obj,
-                "created": created,
-                "model": judge.name,
-                "choices": [part],
-            }
-            return f"data: {json.dumps({**data, **(extra or {})})}\n\n".encode()
+        def settle() -> None:
+            if not future.done():
+                future.cancel()  # the request leaves the scheduler
+            counters.in_flight -= 1
+
+        watcher = asyncio.ensure_future(until_disconnect(request))
+        try:
+            first = await next_piece(watcher)
+            if first is None:
+                future.result()  # failed before any text: a plain error reply
+        except BaseException as error:
+            settle()
+            if isinstance(error, LocalJudgeError):
+                raise generation_error(error) from None
+            raise
+        finally:
+            watcher.cancel()
+        reply_ = OpenAIReply(kind, judge.name)
 
         async def events() -> AsyncIterator[bytes]:
-            if kind == "chat":
-                yield chunk({"role": "assistant", "content": ""}, None)
-            yield chunk({"content": result.text}, None)
-            yield chunk({}, finish, {"usage": usage})
+            try:
+                if kind == "chat":
+                    yield reply_.event({"role": "assistant", "content": ""})
+                piece = first
+                while piece is not None:
+                    yield reply_.event({"content": piece})
+                    piece = await next_piece()
+                reply_.result = future.result()
+                yield reply_.event({}, last=True)
+            except Exception as error:  # after the headers: an error event
+                yield f"data: {json.dumps(_error_of(generation_error(error)).body())}\n\n".encode()
+            finally:
+                settle()
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -476,9 +497,10 @@ def create_app(
         try:
             body = await read_json(request)
             messages = _messages(body.get("messages"))
-            prefix, suffix = _split_chat(judge, messages)
-            result = await generate(request, body, prefix, suffix, _schema_in_prompt(messages))
-            reply_ = openai_response("chat", result, "message", bool(body.get("stream")))
+            # no explicit prefix: the judge shares the longest common token prefix with the
+            # requests before it (the same system prompt, the same context) by itself
+            prompt = judge.render(messages)
+            reply_ = await complete("chat", request, body, prompt, _schema_in_prompt(messages))
         except Exception as error:
             return reply(route, _error_of(error))
         counters.count(route, 200)
@@ -496,14 +518,77 @@ def create_app(
                 raise ServeError(
                     400, "invalid_input", "prompt must be a non-empty string", field="prompt"
                 )
-            result = await generate(request, body, "", prompt)
-            reply_ = openai_response("text", result, "text", bool(body.get("stream")))
+            reply_ = await complete("text", request, body, prompt)
         except Exception as error:
             return reply(route, _error_of(error))
         counters.count(route, 200)
         return reply_
 
     return app
+
+
+class OpenAIReply:
+    """The OpenAI shapes of one completion ("chat" or "text"): whole, or as stream events."""
+
+    def __init__(self, kind: str, model: str, result: GenerationResult | None = None) -> None:
+        self.kind = kind
+        self.model = model
+        self.result = result
+        self.created = int(time.time())
+        self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
+
+    def _ending(self) -> tuple[str, dict[str, int], dict[str, Any]]:
+        result = self.result
+        # JSON the budget closed is complete and valid: "stop", with the closing on record
+        # (clients such as Mastra reject a structured reply whose finish reason is "length")
+        finish = "length" if result.finish_reason == "length" else "stop"
+        extra = {"x_closed_by_budget": True} if result.finish_reason == "budget" else {}
+        prompt = result.counts.prefix_reused + result.counts.prompt_evaluated
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": result.counts.generated,
+            "total_tokens": prompt + result.counts.generated,
+            "prompt_tokens_details": {"cached_tokens": result.counts.prefix_reused},
+        }
+        return finish, usage, extra
+
+    def whole(self) -> dict[str, Any]:
+        finish, usage, extra = self._ending()
+        if self.kind == "chat":
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": self.result.text},
+                "finish_reason": finish,
+            }
+        else:
+            choice = {"index": 0, "text": self.result.text, "finish_reason": finish}
+            choice["logprobs"] = None
+        return {
+            "id": self.id,
+            "object": "chat.completion" if self.kind == "chat" else "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice | extra],
+            "usage": usage,
+        }
+
+    def event(self, delta: dict[str, Any], *, last: bool = False) -> bytes:
+        """One server-sent event; `last` carries the finish reason and the usage."""
+        finish, usage, extra = self._ending() if last else (None, None, {})
+        if self.kind == "chat":
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        else:
+            choice = {"index": 0, "text": delta.get("content", ""), "finish_reason": finish}
+        data = {
+            "id": self.id,
+            "object": "chat.completion.chunk" if self.kind == "chat" else "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice | extra],
+        }
+        if last:
+            data["usage"] = usage
+        return f"data: {json.dumps(data)}\n\n".encode()
 
 
 DEFAULT_JSON_TOKENS = 256  # max_tokens when a request sets none: JSON closes within it
@@ -601,25 +686,6 @@ def _messages(value: Any) -> list[dict[str, str]]:
             )
         messages.append({"role": message["role"], "content": content})
     return messages
-
-
-def _split_chat(judge: Judge, messages: list[dict[str, str]]) -> tuple[str, str]:
-    """(shared prefix, own part) of a chat prompt: the leading system messages are the
-    prefix, so concurrent requests with the same instructions share their KV cells."""
-    split = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
-    if split == 0 or split == len(messages):
-        return "", judge.render(messages)
-    marker = "\x00localjudge-split\x00"
-    marked = [
-        *messages[:split],
-        {**messages[split], "content": marker + messages[split]["content"]},
-        *messages[split + 1 :],
-    ]
-    rendered = judge.render(marked)
-    head, found, tail = rendered.partition(marker)
-    if not found:  # a template that rewrites content: share nothing
-        return "", judge.render(messages)
-    return head, tail
 
 
 def check_binding(host: str, api_key: str | None) -> None:

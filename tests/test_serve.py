@@ -254,23 +254,42 @@ def test_server_on_the_real_model(tmp_home):
             result = reply.json()
             assert result["judge"]["model"] == "gemma-3-270m" and 0 <= result["score"] <= 1
             assert len(result["analyzeStepResult"]["verdicts"]) == 2
-            chat = client.post(
-                "/v1/chat/completions",
-                json={
-                    "messages": [
-                        {"role": "system", "content": "List the claims of the text as JSON."},
-                        {"role": "user", "content": "Text: The sky is blue. Grass is green."},
-                    ],
-                    "max_tokens": 40,
-                    "response_format": {
-                        "type": "json_schema",
-                        "json_schema": {"schema": CLAIMS_SCHEMA},
+            chat_body = {
+                "messages": [
+                    {
+                        "role": "system",
+                        "content": "List the claims of the text as JSON. A claim is one short "
+                        "statement that can be checked on its own against the text; keep the "
+                        "words of the text and leave out opinions and questions.",
                     },
+                    {"role": "user", "content": "Text: The sky is blue. Grass is green."},
+                ],
+                "max_tokens": 40,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"schema": CLAIMS_SCHEMA},
                 },
-            )
+            }
+            chat = client.post("/v1/chat/completions", json=chat_body)
             assert chat.status_code == 200, chat.text
             claims = json.loads(chat.json()["choices"][0]["message"]["content"])
             assert isinstance(claims["claims"], list)  # valid JSON of the schema, whatever it says
+            # the same conversation again, streamed: its prompt is read from the kept cells,
+            # and the text comes piece by piece
+            with client.stream(
+                "POST", "/v1/chat/completions", json={**chat_body, "stream": True}
+            ) as stream:
+                events = [line[6:] for line in stream.iter_lines() if line.startswith("data: ")]
+            assert events[-1] == "[DONE]"
+            chunks = [json.loads(e) for e in events[:-1]]
+            pieces = [c["choices"][0]["delta"].get("content") for c in chunks]
+            assert len([p for p in pieces if p]) > 3
+            assert (
+                "".join(p or "" for p in pieces) == chat.json()["choices"][0]["message"]["content"]
+            )
+            usage = chunks[-1]["usage"]
+            assert usage["prompt_tokens"] == chat.json()["usage"]["prompt_tokens"]
+            assert usage["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"] - 1
             text = client.post("/v1/completions", json={"prompt": "The sky is", "max_tokens": 8})
             assert text.status_code == 200 and text.json()["usage"]["completion_tokens"] <= 8
     finally:
@@ -280,13 +299,13 @@ def test_server_on_the_real_model(tmp_home):
 # -- the OpenAI-compatible API ---------------------------------------------------------------
 
 
-def openai_judge(reply: str):
+def openai_judge(reply: str, **options):
     """A fake judge whose prompts end where a chat prompt ends ("Answer:" + newline)."""
     from localjudge.engine.fake import FakeEngine
     from localjudge.judge import Judge
 
     engine = FakeEngine(lambda prompt: reply, marker="Answer:\n")
-    return Judge(engine, slots=4, max_prefixes=6, token_budget=256, name="fake-judge")
+    return Judge(engine, slots=4, max_prefixes=6, token_budget=256, name="fake-judge", **options)
 
 
 CHAT = [
@@ -377,11 +396,25 @@ def test_free_text_json_object_streaming_and_completions(tmp_home):
                         events.append(line[6:])
             assert events[-1] == "[DONE]"
             chunks = [json.loads(e) for e in events[:-1]]
-            streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
-            assert (
-                streamed == "A plain answer."
-                and chunks[-1]["choices"][0]["finish_reason"] == "stop"
+            pieces = [c["choices"][0]["delta"].get("content") for c in chunks]
+            assert len([p for p in pieces if p]) > 3  # piece by piece, as chosen
+            assert "".join(p or "" for p in pieces) == "A plain answer."
+            assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+            assert chunks[-1]["usage"]["completion_tokens"] > 3
+            # a stream that fails before its first piece is a plain JSON error
+            refused = await client.post(
+                "/v1/chat/completions",
+                json={
+                    "messages": CHAT,
+                    "stream": True,
+                    "max_tokens": 2,
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {"schema": CLAIMS_SCHEMA},
+                    },
+                },
             )
+            assert refused.status_code == 400 and refused.json()["error"]["field"] == "max_tokens"
             completion = await client.post(
                 "/v1/completions", json={"prompt": "Q: hi\nAnswer:\n", "max_tokens": 20}
             )
@@ -389,6 +422,35 @@ def test_free_text_json_object_streaming_and_completions(tmp_home):
 
     run(main())
     judge.close()
+
+
+def test_requests_that_start_alike_share_their_prefix_automatically(tmp_home):
+    judge = openai_judge("A plain answer.", cache_prefixes=True)
+    system = {"role": "system", "content": "You check claims against this long context. " * 8}
+
+    def body(question: str) -> dict:
+        return {"messages": [system, {"role": "user", "content": f"{question}\nAnswer:"}]}
+
+    async def main():
+        async with client_for(judge) as client:
+            first = (await client.post("/v1/chat/completions", json=body("Is it blue?"))).json()
+            second = (await client.post("/v1/chat/completions", json=body("Is it red?"))).json()
+            together = await asyncio.gather(
+                *(client.post("/v1/chat/completions", json=body(f"Q{i}?")) for i in range(4))
+            )
+            return first, second, [r.json() for r in together]
+
+    first, second, together = run(main())
+    system_tokens = len(judge.engine.tokenize(system["content"]))
+    judge.close()
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached >= system_tokens  # the system prompt at least
+    assert second["usage"]["prompt_tokens"] - cached < 30  # only the question was evaluated
+    assert all(r["choices"][0]["message"]["content"] == "A plain answer." for r in together)
+    assert all(
+        r["usage"]["prompt_tokens_details"]["cached_tokens"] >= system_tokens for r in together
+    )
 
 
 def test_openai_errors(tmp_home):

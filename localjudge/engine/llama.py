@@ -129,6 +129,7 @@ class LlamaEngine:
         ctx_params.n_threads = self.n_threads
         ctx_params.n_threads_batch = self.n_threads
         ctx_params.kv_unified = True
+        ctx_params.swa_full = True  # a shared prefix may be copied in part: keep every position
         ctx_params.no_perf = True
         ctx = llama_cpp.llama_init_from_model(model, ctx_params)
         if not ctx:

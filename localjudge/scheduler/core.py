@@ -10,6 +10,13 @@ One step is `schedule() -> ScheduledStep`, executed by an engine, then
 `choice.TokenChooser` picks tokens. It never touches llama.cpp; tests drive it with
 hand-built logits.
 
+Shared prefixes come two ways. A request may name them (prefix segments: the scorers' own
+instructions and contexts). With `auto_prefix`, a request that names none is matched token by
+token against every prefix group alive or kept: it reads the longest common prefix (a group
+is split at that point, as a radix tree splits an edge), and its own prompt becomes a group
+that later requests can match. Groups found this way are kept after their last user and
+evicted, least recently used first, when a request needs their sequence id or cells.
+
 Order of work inside a step, within `token_budget` tokens:
 1. running sequences: the token sampled last step plus any jump-forward tokens, logits on
    the last one only;
@@ -20,6 +27,8 @@ Order of work inside a step, within `token_budget` tokens:
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import time
 from collections import Counter, deque
 
@@ -40,6 +49,15 @@ from localjudge.scheduler.state import (
 from localjudge.scheduler.stats import SchedulerStats
 
 
+def _common_prefix(a, b, limit: int) -> int:
+    """How many leading tokens `a` and `b` share, at most `limit`."""
+    n = min(len(a), len(b), limit)
+    if n <= 0:
+        return 0
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if differ.size else n
+
+
 class Scheduler:
     """Continuous batching with shared prefixes and one grammar state per sequence."""
 
@@ -54,6 +72,7 @@ class Scheduler:
         jump_forward: bool = True,
         eog_ids: frozenset[int] = frozenset(),
         cache_prefixes: bool = False,
+        auto_prefix: int = 0,
     ) -> None:
         if max_num_seqs < 1 or max_num_prefixes < 1:
             raise ValueError("max_num_seqs and max_num_prefixes must be at least 1")
@@ -75,6 +94,9 @@ class Scheduler:
         # keep evaluated prefixes after their last user, for later requests that start the
         # same way; evicted, least recently used first, when ids or KV cells are needed
         self.cache_prefixes = cache_prefixes
+        # share at least this many leading tokens between requests that name no prefix (0: off)
+        self.auto_prefix = auto_prefix
+        self._pending_copies: list[SeqCopy] = []  # group splits made at admission, copied first
         self._tick = 0
         self.stats = SchedulerStats()
         self.chooser = TokenChooser(
@@ -106,6 +128,7 @@ class Scheduler:
         grammar = request.grammar
         seq = Sequence(
             item=item,
+            prompt_tokens=item.prompt_tokens,
             grammar=grammar,
             sampling=request.sampling,
             guide=grammar.new_guide() if grammar is not None else None,
@@ -175,6 +198,10 @@ class Scheduler:
         """
         while self.waiting and self._free_seq_ids:
             seq = self.waiting[0]
+            if self.auto_prefix and not seq.item.level_keys:
+                if not self._admit_matched(seq, now):
+                    return
+                continue
             keys = seq.item.level_keys
             keep = set(keys)
             missing = [k for k in keys if k not in self.groups]
@@ -207,11 +234,109 @@ class Scheduler:
                 parent.num_refs += 1
                 seq.group = parent
                 seq.kv_len = len(parent.key)
-            seq.seq_id = self._free_seq_ids.pop(0)
-            seq.status = SeqStatus.PREFILL
-            seq.admitted_at = now
-            self.num_reserved_cells += needed
-            self.running.append(seq)
+            self._start(seq, now, needed)
+
+    def _start(self, seq: Sequence, now: float, cells: int) -> None:
+        seq.seq_id = self._free_seq_ids.pop(0)
+        seq.status = SeqStatus.PREFILL
+        seq.admitted_at = now
+        self.num_reserved_cells += cells
+        self.running.append(seq)
+
+    def _admit_matched(self, seq: Sequence, now: float) -> bool:
+        """Admit a request that names no prefix, sharing the longest common token prefix
+        with the groups there are (`auto_prefix`); False if it must wait for room.
+
+        The group holding the longest match is split at the match when the match ends inside
+        it; the request's own prompt (all but its last token) becomes a new group when it
+        adds at least `auto_prefix` tokens, so later requests can start from it.
+        """
+        tokens = seq.item.prompt_tokens
+        limit = len(tokens) - 1  # the sequence evaluates at least its last token
+        best, length = None, 0
+        for group in self.groups.values():
+            n = _common_prefix(group.key, tokens, limit)
+            if n > length or (n == length and best is not None and n == len(group.key)):
+                best, length = group, n
+        if length < self.auto_prefix:
+            best, length = None, 0
+        while best is not None and best.parent is not None and len(best.parent.key) >= length:
+            best = best.parent  # the group whose own tokens hold the end of the match
+        own = limit - length >= self.auto_prefix
+        while not self._make_room(best, length, own, len(tokens) + seq.max_tokens):
+            if own:  # keeping this prompt for later is worth less than running it now
+                own = False
+            elif self.running:
+                return False  # wait: finishing sequences free ids and cells
+            elif best is not None:  # nothing will free what the match holds: share nothing
+                best, length = None, 0
+            else:
+                return False
+        split = best is not None and length < len(best.key)
+        self.waiting.popleft()
+        self._tick += 1
+        parent = self._split(best, length) if split else best
+        if own:
+            parent = self._new_group(tuple(tokens[:limit]), parent)
+            parent.auto = True
+        node = parent
+        while node is not None:
+            node.last_used = self._tick
+            node = node.parent
+        shared = 0
+        if parent is not None:
+            parent.num_refs += 1
+            seq.group = parent
+            shared = len(parent.key)
+        seq.kv_len = shared
+        seq.prompt_tokens = tokens[shared:]
+        self._start(seq, now, seq.cells_needed)
+        return True
+
+    def _make_room(self, best: PrefixGroup | None, length: int, own: bool, total: int) -> bool:
+        """Evict idle groups (never `best` or its ancestors) until the sequence ids and
+        cells a matched admission needs are free."""
+        split = best is not None and length < len(best.key)
+        keep = set()
+        node = best
+        while node is not None:
+            keep.add(node.key)
+            node = node.parent
+        while len(self._free_prefix_ids) < int(split) + int(own):
+            if not self._evict_idle_group(keep):
+                return False
+        while self.num_reserved_cells + total - length > self.n_ctx:
+            if not self._evict_idle_group(keep):
+                return False
+        return True
+
+    def _new_group(self, key: tuple[int, ...], parent: PrefixGroup | None) -> PrefixGroup:
+        group = PrefixGroup(key=key, seq_id=self._free_prefix_ids.pop(0), parent=parent)
+        if parent is not None:
+            parent.num_refs += 1
+        self.groups[key] = group
+        self.num_reserved_cells += group.own_cells
+        return group
+
+    def _split(self, group: PrefixGroup, length: int) -> PrefixGroup:
+        """Cut `group` after `length` tokens: a new group holds the head and becomes the
+        parent of `group`. Cells change owner, none are added."""
+        head = PrefixGroup(
+            key=group.key[:length], seq_id=self._free_prefix_ids.pop(0), parent=group.parent
+        )
+        head.auto = True
+        head.num_refs = 1  # `group`, which the old parent counted already
+        if group.num_evaluated >= length:  # the head's cells exist: share them now
+            head.copied = True
+            head.num_evaluated = length
+            self._pending_copies.append(SeqCopy(group.seq_id, head.seq_id, 0, length))
+        else:  # still being evaluated: the head takes over that sequence and its progress
+            head.seq_id, group.seq_id = group.seq_id, head.seq_id
+            head.copied, head.num_evaluated = group.copied, group.num_evaluated
+            group.copied, group.num_evaluated = False, 0
+        group.parent = head
+        self.groups[head.key] = head
+        return head
 
     def _unawait(self, keys) -> None:
         for key in keys:
@@ -222,7 +347,12 @@ class Scheduler:
     def _evict_idle_group(self, keep: set[tuple[int, ...]]) -> bool:
         """Drop the least recently used prefix group nothing admitted uses (not in `keep`);
         False if there is none."""
-        idle = [g for k, g in self.groups.items() if g.num_refs == 0 and k not in keep]
+        sources = {copy.src for copy in self._pending_copies}
+        idle = [
+            g
+            for k, g in self.groups.items()
+            if g.num_refs == 0 and k not in keep and g.seq_id not in sources
+        ]
         if not idle:
             return False
         self._drop_group(min(idle, key=lambda g: g.last_used))
@@ -265,7 +395,7 @@ class Scheduler:
         while dropped:  # dropping a child can leave its parent idle
             dropped = False
             for key, group in list(self.groups.items()):
-                cached = self.cache_prefixes and group.ready and not force
+                cached = (self.cache_prefixes or group.auto) and group.ready and not force
                 if group.num_refs == 0 and self._awaited[key] <= 0 and not cached:
                     self._drop_group(group)
                     dropped = True
@@ -280,24 +410,25 @@ class Scheduler:
         """Plan the next step: removals, prefix copies and one batch of tokens."""
         now = time.perf_counter()
         self._admit(now)
-        plan = StepPlan(removals=self._removals)
-        self._removals = []
+        plan = StepPlan(removals=self._removals, copies=self._pending_copies)
+        self._removals, self._pending_copies = [], []
         step = ScheduledStep(plan=plan, rows=[])
         budget = self.token_budget
 
         for seq in self.running:  # 1. decode
-            if seq.status is not SeqStatus.DECODE or not seq.pending:
+            if seq.status is not SeqStatus.DECODE or not seq.pending or budget == 0:
                 continue
-            if len(seq.pending) > budget:
-                continue
-            last = len(seq.pending) - 1
-            for i, token in enumerate(seq.pending):
-                plan.tokens.append(BatchToken(token, seq.kv_len + i, seq.seq_id, i == last))
-            seq.kv_len += len(seq.pending)
-            step.num_output_tokens += len(seq.pending)
-            budget -= len(seq.pending)
-            seq.pending = []
-            step.rows.append(seq)
+            # forced tokens beyond the budget wait for the next step (no logits until the last)
+            feed, seq.pending = seq.pending[:budget], seq.pending[budget:]
+            ends = not seq.pending
+            for i, token in enumerate(feed):
+                is_last = ends and i == len(feed) - 1
+                plan.tokens.append(BatchToken(token, seq.kv_len + i, seq.seq_id, is_last))
+            seq.kv_len += len(feed)
+            step.num_output_tokens += len(feed)
+            budget -= len(feed)
+            if ends:
+                step.rows.append(seq)
 
         filled: set[int] = set()  # groups whose cells this very step is still writing
         for group in self.groups.values():  # 2. prefix prefill, parents before children
@@ -323,6 +454,7 @@ class Scheduler:
             payer = self._first_user(group)
             if payer is not None:
                 payer.counts.prompt_evaluated += len(chunk)
+                payer.prefix_paid += len(chunk)
 
         for seq in self.running:  # 3. prompt prefill
             if budget == 0:
@@ -335,8 +467,8 @@ class Scheduler:
                     continue
                 plan.copies.append(SeqCopy(seq.group.seq_id, seq.seq_id, 0, len(seq.group.key)))
                 seq.copied = True
-                seq.counts.prefix_reused = len(seq.group.key)
-            prompt = seq.item.prompt_tokens
+                seq.counts.prefix_reused = len(seq.group.key) - seq.prefix_paid
+            prompt = seq.prompt_tokens
             chunk = prompt[seq.num_prompt_done : seq.num_prompt_done + budget]
             ends_prompt = seq.num_prompt_done + len(chunk) == len(prompt)
             for i, token in enumerate(chunk):
@@ -387,7 +519,9 @@ class Scheduler:
                 seq.status = SeqStatus.DECODE
                 seq.first_token_at = now
             try:
-                if self.chooser.advance(seq, output.logits[row]):
+                done = self.chooser.advance(seq, output.logits[row])
+                self._stream(seq, final=done)
+                if done:
                     self._release(seq)
                     self._finished.append(self.chooser.finish(seq))
             except Exception as error:  # one broken sequence must not stop the others
@@ -396,6 +530,20 @@ class Scheduler:
                     seq,
                     error if isinstance(error, GenerationError) else GenerationError(str(error)),
                 )
+
+    @staticmethod
+    def _stream(seq: Sequence, *, final: bool) -> None:
+        """Hand the output chosen since the last step to the request's `on_text`."""
+        on_text = seq.item.request.on_text
+        if on_text is None or (len(seq.output_bytes) == seq.streamed and not final):
+            return
+        if seq.text_decoder is None:
+            seq.text_decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        text = seq.text_decoder.decode(bytes(seq.output_bytes[seq.streamed :]), final)
+        seq.streamed = len(seq.output_bytes)
+        if text:
+            with contextlib.suppress(Exception):  # the listener's failure is not the generation's
+                on_text(text)
 
     def requeue_running(self, error: Exception, max_attempts: int = 3) -> None:
         """The engine lost its KV cache (a step failed and it was cleared): start every
@@ -409,13 +557,14 @@ class Scheduler:
         self._free_prefix_ids = list(
             range(self.max_num_seqs, self.max_num_seqs + self.max_num_prefixes)
         )
-        self._removals = []  # the engine's cache is empty already
+        self._removals, self._pending_copies = [], []  # the engine's cache is empty already
         self.num_reserved_cells = 0
         retry: list[Sequence] = []
         for seq in running:
             item = seq.item
             item.num_attempts += 1
-            if item.num_attempts >= max_attempts:
+            # a request that streamed text cannot take it back: it fails instead
+            if item.num_attempts >= max_attempts or seq.streamed:
                 self._fail(seq, error)
                 continue
             retry.append(self._new_sequence(item))

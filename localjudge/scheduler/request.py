@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,9 @@ class GenerationRequest:
     max_tokens: int = 192  # token budget for the output; the JSON is closed within it
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # called on the judge's worker thread with each piece of output text as it is chosen
+    # (whole UTF-8 characters; the pieces join to the result's text); must not block
+    on_text: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
@@ -80,7 +84,7 @@ class ChoicePoint:
 class TokenCounts:
     """Where a request's tokens went."""
 
-    prefix_reused: int = 0  # prompt tokens read from a shared prefix's KV cells
+    prefix_reused: int = 0  # prompt tokens read from shared KV cells another request paid for
     prompt_evaluated: int = 0  # prompt tokens this request evaluated itself
     generated: int = 0  # output tokens (sampled + forced)
     forced: int = 0  # output tokens appended by jump-forward, without logits

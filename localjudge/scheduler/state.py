@@ -3,6 +3,7 @@ life, and what a step hands back and forth. Plain data; `core` plans, `choice` d
 
 from __future__ import annotations
 
+import codecs
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -68,6 +69,7 @@ class PrefixGroup:
     num_evaluated: int = 0  # tokens already in this group's sequence
     last_used: int = 0  # admission tick of its latest user (least recently used goes first)
     num_refs: int = 0  # admitted sequences and child groups that use it
+    auto: bool = False  # found by matching token prefixes (kept after its last user)
 
     @property
     def ready(self) -> bool:
@@ -86,15 +88,19 @@ class Sequence:
     item: TokenizedRequest
     grammar: CompiledGrammar | None  # None: free text
     sampling: SamplingParams
+    prompt_tokens: list[int] = field(default_factory=list)  # what this sequence evaluates itself
     status: SeqStatus = SeqStatus.WAITING
     seq_id: int | None = None
     group: PrefixGroup | None = None
     copied: bool = False  # prefix cells shared into this sequence
     num_prompt_done: int = 0  # prompt tokens decoded
+    prefix_paid: int = 0  # tokens of shared prefixes evaluated on this sequence's account
     guide: outlines_core.Guide | None = None  # this sequence's outlines guide
     state: int = 0  # the guide's state after the output so far
     output_tokens: list[int] = field(default_factory=list)
     output_bytes: bytearray = field(default_factory=bytearray)
+    streamed: int = 0  # output bytes handed to the request's `on_text`
+    text_decoder: codecs.IncrementalDecoder | None = None  # for `on_text`: whole characters
     pending: list[int] = field(default_factory=list)  # output tokens not yet in the KV cache
     kv_len: int = 0  # positions of this sequence already in the KV cache
     choices: list[ChoicePoint] = field(default_factory=list)
@@ -119,7 +125,7 @@ class Sequence:
 
     @property
     def cells_needed(self) -> int:
-        return len(self.item.prompt_tokens) + self.max_tokens
+        return len(self.prompt_tokens) + self.max_tokens
 
 
 @dataclass
