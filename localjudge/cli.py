@@ -877,32 +877,91 @@ def bench(
 
 @cli.command()
 @engine_options(slots=True)
+@click.option(
+    "--data",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Labelled rows (JSONL or CSV) instead of the built-in dev sets; needs --task.",
+)
+@click.option("--task", type=click.Choice(["hallucination", "toxicity"]), default=None)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="P(yes) at or above which the judge says yes (default: calibrated, else 0.5).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def quality(model, gpu_layers, n_ctx, threads, slots, as_json: bool) -> None:
-    """Agreement of the judge with the labelled dev sets, beside trivial baselines."""
-    from dataclasses import asdict
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write ROC and reliability pictures (PNG).",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write one self-contained HTML report.",
+)
+def quality(
+    model, gpu_layers, n_ctx, threads, slots, data, task, threshold, as_json, plot, html_path
+):
+    """How well the judge agrees with labelled rows, beside trivial baselines on the same
+    rows: accuracy, balanced accuracy, F1, false-positive rate, AUROC and calibration
+    error from P(yes), confusion matrix and a table per group.
 
-    from localjudge.quality import hallucination_quality, toxicity_quality
+    Without --data: the built-in dev sets of both tasks. Hallucination rows: context
+    (list or string), claim, label (true = hallucinated); toxicity rows: text, optional
+    input, label (true = toxic), optional severity; any row may have a group.
+    """
+    from localjudge.quality.labelled import DataError, devset_rows, measure, read_rows, report_text
 
+    if data is not None and task is None:
+        raise click.UsageError("--data needs --task hallucination or --task toxicity")
+    try:
+        if data is not None:
+            sources = [(task, *read_rows(data, task), data)]
+        else:
+            tasks = [task] if task else ["hallucination", "toxicity"]
+            sources = [(t, devset_rows(t), [], "dev set") for t in tasks]
+    except DataError as error:
+        raise click.ClickException(str(error)) from None
+    reports = []
     with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
-        reports = {
-            "hallucination": hallucination_quality(judge),
-            "toxicity": toxicity_quality(judge),
-        }
+        for name, rows, bad_rows, source in sources:
+            cut, _ = _threshold(judge, name, threshold)
+            try:
+                reports.append(
+                    measure(judge, rows, name, source=str(source), bad_rows=bad_rows, threshold=cut)
+                )
+            except DataError as error:
+                raise click.ClickException(str(error)) from None
         name, meaningful = judge.name, judge.meaningful
+    if plot or html_path:
+        from localjudge.quality.pictures import write_html, write_png
+
+        try:
+            if plot:
+                write_png(reports, plot)
+            if html_path:
+                write_html(reports, html_path)
+        except (LocalJudgeError, OSError) as error:
+            raise click.ClickException(str(error)) from None
     if as_json:
-        data = {task: {who: asdict(m) for who, m in rows.items()} for task, rows in reports.items()}
-        click.echo(json.dumps({"model": name, **data}, indent=2))
+        click.echo(json.dumps({"model": name, "reports": [r.to_dict() for r in reports]}, indent=2))
         return
-    for task, rows in reports.items():
-        click.echo(f"{task} dev set ({next(iter(rows.values())).n} cases), judge {name}:")
-        click.echo(f"  {'':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6}")
-        for who, m in rows.items():
-            click.echo(
-                f"  {who:24} {m.accuracy:9.2f} {m.balanced_accuracy:9.2f} {m.f1:6.2f} {m.false_positive_rate:6.2f}"
-            )
+    for report in reports:
+        click.echo(report_text(report))
     if not meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=name))
+
+
+def _threshold(judge, task: str, given: float | None) -> tuple[float, str]:
+    """The P(yes) threshold for a task's verdicts and where it came from."""
+    if given is not None:
+        return given, "given"
+    return 0.5, "default"
 
 
 def main() -> None:

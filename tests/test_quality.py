@@ -6,15 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from localjudge.cli import cli
-from localjudge.quality import Metrics, load_devset, overlap_verdict, wordlist_verdict
-
-
-def test_metrics_arithmetic():
-    m = Metrics.of(["yes", "yes", "no", "no"], ["yes", "no", "yes", "no"])
-    assert (m.n, m.accuracy, m.balanced_accuracy, m.false_positive_rate) == (4, 0.5, 0.5, 0.5)
-    assert m.f1 == pytest.approx(0.5)
-    always = Metrics.of(["yes", "no", "no", "no"], ["yes"] * 4)
-    assert always.balanced_accuracy == 0.5 and always.false_positive_rate == 1.0
+from localjudge.quality import load_devset, overlap_verdict, wordlist_verdict
 
 
 def test_overlap_baseline():
@@ -49,11 +41,19 @@ def test_devset_shape():
 def test_quality_command():
     result = CliRunner().invoke(cli, ["quality", "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
-    assert set(data["hallucination"]) == {"judge", "word-overlap baseline", "always yes"}
-    assert set(data["toxicity"]) == {"judge", "word-list baseline", "always no"}
-    assert data["toxicity"]["judge"]["n"] >= 60
-    assert data["hallucination"]["judge"]["n"] >= 40
+    reports = {r["task"]: r for r in json.loads(result.output)["reports"]}
+    assert set(reports["hallucination"]["agreement"]) == {
+        "judge",
+        "word-overlap baseline",
+        "majority class",
+    }
+    assert set(reports["toxicity"]["agreement"]) == {
+        "judge",
+        "word-list baseline",
+        "majority class",
+    }
+    assert reports["toxicity"]["agreement"]["judge"]["n"] >= 60
+    assert reports["hallucination"]["agreement"]["judge"]["n"] >= 40
 
 
 def test_toxicity_devset_and_baseline():

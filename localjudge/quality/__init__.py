@@ -1,20 +1,26 @@
-"""Judge quality: agreement of a judge's verdicts with labelled data, beside trivial
-baselines."""
+"""Judge quality: agreement of a judge's verdicts with labelled data (the built-in dev sets
+or the user's rows), beside trivial baselines; pictures and a page of the results."""
 
-from localjudge.quality.devsets import (
-    Metrics,
-    hallucination_quality,
-    load_devset,
-    overlap_verdict,
-    toxicity_quality,
-    wordlist_verdict,
+from localjudge.quality.devsets import load_devset, overlap_verdict, wordlist_verdict
+from localjudge.quality.labelled import (
+    Agreement,
+    DataError,
+    QualityReport,
+    Row,
+    devset_rows,
+    measure,
+    read_rows,
 )
 
 __all__ = [
-    "Metrics",
-    "hallucination_quality",
+    "Agreement",
+    "DataError",
+    "QualityReport",
+    "Row",
+    "devset_rows",
     "load_devset",
+    "measure",
     "overlap_verdict",
-    "toxicity_quality",
+    "read_rows",
     "wordlist_verdict",
 ]

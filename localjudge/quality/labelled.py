@@ -1,0 +1,524 @@
+"""How well a judge agrees with labelled rows: the user's own (`quality --data`) or the
+built-in dev sets. Every row's verdict runs through the batching scheduler; the judge and
+trivial baselines are measured on the same rows.
+
+A hallucination row has `context` (a list or one string), `claim` and `label` (true =
+hallucinated); a toxicity row has `text`, optional `input` and `label` (true = toxic), and
+optional `severity`. Any row may carry `group` (a slice name). A row that cannot be read is
+that row's error: counted and reported, never judged, never fatal.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localjudge.errors import LocalJudgeError
+from localjudge.quality.devsets import load_devset, overlap_verdict, wordlist_verdict
+
+TASKS = ("hallucination", "toxicity")
+SCHEMAS = {"hallucination": "hallucination_verdict", "toxicity": "toxicity_verdict"}
+VERDICT_TOKENS = 64  # budget of one verdict (the reason is closed within it)
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f"}
+
+
+class DataError(LocalJudgeError):
+    """A labelled file that cannot be used at all (missing, empty, no readable row)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One labelled row, read and checked."""
+
+    number: int  # line (JSONL) or record (CSV) number in the file, from 1
+    label: bool  # True: hallucinated / toxic
+    text: str  # the claim or the statement
+    context: tuple[str, ...] = ()  # hallucination: the context sentences
+    input: str = ""  # toxicity: what the text answers
+    severity: str | None = None
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class RowError:
+    number: int
+    message: str
+
+
+def _label(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+    raise ValueError(f"label must be true/false (or 1/0, yes/no), not {value!r}")
+
+
+def _text(record: dict, key: str, *, required: bool) -> str:
+    value = record.get(key)
+    if value is None or value == "":
+        if required:
+            raise ValueError(f"needs a non-empty {key!r}")
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{key!r} must be text, not {type(value).__name__}")
+    if required and not value.strip():
+        raise ValueError(f"needs a non-empty {key!r}")
+    return value
+
+
+def _context(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped.startswith("["):  # a CSV cell holding a JSON list
+            try:
+                value = json.loads(stripped)
+            except ValueError:
+                return (value,)
+        else:
+            return (value,) if stripped else ()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(v for v in value if v.strip())
+    raise ValueError("'context' must be a list of strings or one string")
+
+
+def row_of(record: Any, number: int, task: str) -> Row:
+    """A checked row; ValueError says what is wrong with it."""
+    if not isinstance(record, dict):
+        raise ValueError("a row must be an object")
+    if "label" not in record or record["label"] in (None, ""):
+        raise ValueError("needs a 'label'")
+    label = _label(record["label"])
+    group = record.get("group")
+    group = None if group in (None, "") else str(group)
+    if task == "hallucination":
+        context = _context(record.get("context", ""))
+        if not context:
+            raise ValueError("needs a non-empty 'context'")
+        return Row(number, label, _text(record, "claim", required=True), context, group=group)
+    severity = record.get("severity")
+    return Row(
+        number,
+        label,
+        _text(record, "text", required=True),
+        input=_text(record, "input", required=False),
+        severity=None if severity in (None, "") else str(severity),
+        group=group,
+    )
+
+
+def read_rows(path: str | Path, task: str) -> tuple[list[Row], list[RowError]]:
+    """The rows of a JSONL or CSV file (by its suffix), and the rows that could not be read."""
+    if task not in TASKS:
+        raise DataError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise DataError(f"{path}: {error.strerror or error}") from None
+    text = raw.decode("utf-8-sig", errors="replace")
+    records: Iterable[tuple[int, Any]]
+    if path.suffix.lower() == ".csv":
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        records = ((i, dict(record)) for i, record in enumerate(reader, start=1))
+    else:
+        records = _jsonl_records(text)
+    rows: list[Row] = []
+    errors: list[RowError] = []
+    for number, record in records:
+        if isinstance(record, RowError):
+            errors.append(record)
+            continue
+        try:
+            rows.append(row_of(record, number, task))
+        except ValueError as error:
+            errors.append(RowError(number, str(error)))
+    if not rows:
+        detail = f" ({len(errors)} unreadable; first: row {errors[0].number}: {errors[0].message})"
+        raise DataError(f"{path}: no usable {task} row" + (detail if errors else ""))
+    return rows, errors
+
+
+def _jsonl_records(text: str):
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except ValueError as error:
+            yield number, RowError(number, f"not JSON: {error}")
+
+
+def devset_rows(task: str) -> list[Row]:
+    """The built-in dev set of a task as rows."""
+    if task == "hallucination":
+        return [
+            Row(
+                i,
+                case["expected"] == "yes",
+                case["claim"],
+                tuple(case["context"]),
+                group=case["kind"],
+            )
+            for i, case in enumerate(load_devset("hallucination"), start=1)
+        ]
+    return [
+        Row(
+            i,
+            case["expected"] == "yes",
+            case["statement"],
+            input=case["input"],
+            severity=case.get("severity"),
+            group=case.get("category"),
+        )
+        for i, case in enumerate(load_devset("toxicity"), start=1)
+    ]
+
+
+# -- the judge's verdicts --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judge on one row: P(yes) from the verdict's choice point, or why it failed."""
+
+    p_yes: float | None
+    reason: str = ""
+    error: str | None = None
+
+
+def prompt_of(row: Row, task: str):
+    from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
+
+    if task == "hallucination":
+        return claim_verdict_prompt(list(row.context), row.text)
+    return opinion_verdict_prompt(row.input, row.text)
+
+
+def judge_rows(
+    judge,
+    rows: list[Row],
+    task: str,
+    *,
+    chunk: int = 256,
+    progress: Callable[[int], None] | None = None,
+) -> list[Verdict]:
+    """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
+    batches them); `progress(n)` after each chunk."""
+    schema = SCHEMAS[task]
+    verdicts: list[Verdict] = []
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        requests = [judge.prompt_request(prompt_of(r, task), schema, VERDICT_TOKENS) for r in part]
+        for outcome in judge.generate_many(requests):
+            if isinstance(outcome, Exception):
+                verdicts.append(Verdict(None, error=f"{type(outcome).__name__}: {outcome}"))
+                continue
+            choice = outcome.choice("verdict")
+            if choice is None:
+                p_yes = 1.0 if outcome.value.get("verdict") == "yes" else 0.0
+            else:
+                p_yes = float(choice.probabilities.get("yes", 0.0))
+            verdicts.append(Verdict(p_yes, reason=str(outcome.value.get("reason", ""))))
+        if progress is not None:
+            progress(len(part))
+    return verdicts
+
+
+# -- agreement -------------------------------------------------------------------------------
+
+
+def auroc(labels: list[bool], scores: list[float]) -> float | None:
+    """Area under the ROC curve (ties count half); None without both classes."""
+    positives = sum(labels)
+    negatives = len(labels) - positives
+    if positives == 0 or negatives == 0:
+        return None
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    positive_ranks = sum(r for r, label in zip(ranks, labels, strict=True) if label)
+    return (positive_ranks - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def reliability(labels: list[bool], scores: list[float], bins: int = 10) -> list[dict]:
+    """Per bin of P(yes): rows, mean P(yes), fraction labelled yes (empty bins left out)."""
+    cells: list[list[int]] = [[] for _ in range(bins)]
+    for i, score in enumerate(scores):
+        cells[min(int(score * bins), bins - 1)].append(i)
+    out = []
+    for b, members in enumerate(cells):
+        if members:
+            out.append(
+                {
+                    "bin": [b / bins, (b + 1) / bins],
+                    "n": len(members),
+                    "confidence": sum(scores[i] for i in members) / len(members),
+                    "observed": sum(labels[i] for i in members) / len(members),
+                }
+            )
+    return out
+
+
+def expected_calibration_error(labels: list[bool], scores: list[float], bins: int = 10) -> float:
+    n = len(scores)
+    return sum(
+        c["n"] / n * abs(c["confidence"] - c["observed"]) for c in reliability(labels, scores, bins)
+    )
+
+
+def roc_curve(labels: list[bool], scores: list[float]) -> list[tuple[float, float]]:
+    """(false-positive rate, true-positive rate) points, threshold from high to low."""
+    positives = sum(labels) or 1
+    negatives = (len(labels) - sum(labels)) or 1
+    points = [(0.0, 0.0)]
+    tp = fp = 0
+    ranked = sorted(zip(scores, labels, strict=True), key=lambda p: -p[0])
+    for i, (score, label) in enumerate(ranked):
+        tp += label
+        fp += not label
+        if i + 1 == len(ranked) or ranked[i + 1][0] != score:
+            points.append((fp / negatives, tp / positives))
+    return points
+
+
+@dataclass
+class Agreement:
+    """Agreement of one way of judging with the labels, "yes" being the positive class."""
+
+    n: int
+    accuracy: float
+    balanced_accuracy: (
+        float  # mean of the true-positive and true-negative rates (of the classes present)
+    )
+    f1: float
+    false_positive_rate: float
+    auroc: float | None  # from the scores; None without both classes
+    ece: float  # expected calibration error of the scores, 10 bins
+    confusion: dict[str, int]  # tp, fp, tn, fn
+
+    @classmethod
+    def of(cls, labels: list[bool], predictions: list[bool], scores: list[float]) -> Agreement:
+        pairs = list(zip(labels, predictions, strict=True))
+        tp = sum(e and p for e, p in pairs)
+        tn = sum(not e and not p for e, p in pairs)
+        fp = sum(not e and p for e, p in pairs)
+        fn = sum(e and not p for e, p in pairs)
+        tpr = tp / (tp + fn) if tp + fn else 0.0
+        tnr = tn / (tn + fp) if tn + fp else 0.0
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        rates = [r for r, seen in ((tpr, tp + fn), (tnr, tn + fp)) if seen]  # classes present
+        return cls(
+            n=len(pairs),
+            accuracy=(tp + tn) / len(pairs) if pairs else 0.0,
+            balanced_accuracy=sum(rates) / len(rates) if rates else 0.0,
+            f1=2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0,
+            false_positive_rate=fp / (fp + tn) if fp + tn else 0.0,
+            auroc=auroc(labels, scores),
+            ece=expected_calibration_error(labels, scores) if pairs else 0.0,
+            confusion={"tp": tp, "fp": fp, "tn": tn, "fn": fn},
+        )
+
+
+@dataclass
+class Way:
+    """One way of judging the rows: its scores (P(yes)) and verdicts."""
+
+    name: str
+    scores: list[float]
+    predictions: list[bool]
+
+
+def baselines(task: str, rows: list[Row]) -> list[Way]:
+    """Trivial baselines on the same rows: the majority class, and a word rule."""
+    base_rate = sum(r.label for r in rows) / len(rows)
+    majority = base_rate >= 0.5
+    ways = [Way("majority class", [base_rate] * len(rows), [majority] * len(rows))]
+    if task == "hallucination":
+        predicted = [overlap_verdict(r.text, list(r.context)) == "yes" for r in rows]
+        ways.append(Way("word-overlap baseline", [float(p) for p in predicted], predicted))
+    else:
+        predicted = [wordlist_verdict(r.text) == "yes" for r in rows]
+        ways.append(Way("word-list baseline", [float(p) for p in predicted], predicted))
+    return ways
+
+
+@dataclass
+class QualityReport:
+    """A judge against labelled rows, beside trivial baselines, on the same rows."""
+
+    task: str
+    source: str  # the file, or "dev set"
+    model: str
+    rows: list[Row]  # the rows the judge answered
+    ways: list[Way]  # the judge first, then the baselines
+    threshold: float  # P(yes) at or above which the judge says yes
+    bad_rows: list[RowError] = field(default_factory=list)
+    judge_errors: list[tuple[Row, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    reasons: list[str] = field(default_factory=list)  # the judge's reason per row
+
+    @property
+    def rows_per_second(self) -> float:
+        judged = len(self.rows) + len(self.judge_errors)
+        return judged / self.seconds if self.seconds > 0 else 0.0
+
+    def agreement(self) -> dict[str, Agreement]:
+        labels = [r.label for r in self.rows]
+        return {w.name: Agreement.of(labels, w.predictions, w.scores) for w in self.ways}
+
+    def by_group(self) -> dict[str, dict[str, Agreement]]:
+        groups: dict[str, list[int]] = {}
+        for i, row in enumerate(self.rows):
+            if row.group is not None:
+                groups.setdefault(row.group, []).append(i)
+        out = {}
+        for name, members in sorted(groups.items()):
+            labels = [self.rows[i].label for i in members]
+            out[name] = {
+                w.name: Agreement.of(
+                    labels, [w.predictions[i] for i in members], [w.scores[i] for i in members]
+                )
+                for w in self.ways
+            }
+        return out
+
+    def worst(self, n: int = 10) -> list[dict]:
+        """The judge's most confident wrong verdicts, with their texts."""
+        judge = self.ways[0]
+        wrong = [i for i, row in enumerate(self.rows) if judge.predictions[i] != row.label]
+        wrong.sort(key=lambda i: -abs(judge.scores[i] - self.threshold))
+        out = []
+        for i in wrong[:n]:
+            row = self.rows[i]
+            out.append(
+                {
+                    "row": row.number,
+                    "label": row.label,
+                    "p_yes": judge.scores[i],
+                    "text": row.text,
+                    "context": list(row.context) if row.context else row.input,
+                    "group": row.group,
+                    "reason": self.reasons[i] if i < len(self.reasons) else "",
+                }
+            )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {
+            "task": self.task,
+            "source": self.source,
+            "model": self.model,
+            "rows": len(self.rows),
+            "threshold": self.threshold,
+            "bad_rows": [asdict(e) for e in self.bad_rows],
+            "judge_errors": [{"row": r.number, "error": e} for r, e in self.judge_errors],
+            "seconds": round(self.seconds, 3),
+            "rows_per_second": round(self.rows_per_second, 3),
+            "agreement": {k: asdict(v) for k, v in self.agreement().items()},
+            "groups": {
+                g: {k: asdict(v) for k, v in ways.items()} for g, ways in self.by_group().items()
+            },
+            "worst": self.worst(),
+        }
+
+
+def measure(
+    judge,
+    rows: list[Row],
+    task: str,
+    *,
+    source: str,
+    bad_rows: list[RowError] | None = None,
+    threshold: float = 0.5,
+    progress: Callable[[int], None] | None = None,
+) -> QualityReport:
+    """Judge every row and compare with the labels and the baselines on the same rows."""
+    started = time.perf_counter()
+    verdicts = judge_rows(judge, rows, task, progress=progress)
+    seconds = time.perf_counter() - started
+    answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
+    failed = [(r, v.error or "") for r, v in zip(rows, verdicts, strict=True) if v.p_yes is None]
+    if not answered:
+        raise DataError(f"the judge answered none of {len(rows)} rows; first error: {failed[0][1]}")
+    kept = [r for r, _ in answered]
+    scores = [v.p_yes for _, v in answered]
+    judge_way = Way("judge", scores, [s >= threshold for s in scores])
+    return QualityReport(
+        task=task,
+        source=source,
+        model=judge.name,
+        rows=kept,
+        ways=[judge_way, *baselines(task, kept)],
+        threshold=threshold,
+        bad_rows=list(bad_rows or []),
+        judge_errors=failed,
+        seconds=seconds,
+        reasons=[v.reason for _, v in answered],
+    )
+
+
+def _finite(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
+
+
+def report_text(report: QualityReport) -> str:
+    """The report as a console table."""
+    lines = [
+        f"{report.task} on {report.source}: {len(report.rows)} rows judged by {report.model} "
+        f"({report.rows_per_second:.1f} rows/s), threshold P(yes) >= {report.threshold:.2f}"
+    ]
+    if report.bad_rows:
+        first = report.bad_rows[0]
+        lines.append(
+            f"  {len(report.bad_rows)} unreadable rows left out (first: row {first.number}: {first.message})"
+        )
+    if report.judge_errors:
+        row, error = report.judge_errors[0]
+        lines.append(
+            f"  {len(report.judge_errors)} rows the judge could not answer left out (first: row {row.number}: {error})"
+        )
+    header = (
+        f"  {'':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6} {'AUROC':>6} {'ECE':>6}"
+    )
+    lines.append(header)
+    agreement = report.agreement()
+    for name, a in agreement.items():
+        lines.append(
+            f"  {name:24} {a.accuracy:9.2f} {a.balanced_accuracy:9.2f} {a.f1:6.2f} "
+            f"{a.false_positive_rate:6.2f} {_finite(a.auroc):>6} {a.ece:6.2f}"
+        )
+    c = agreement["judge"].confusion
+    lines.append(f"  judge confusion: TP {c['tp']}  FP {c['fp']}  TN {c['tn']}  FN {c['fn']}")
+    groups = report.by_group()
+    if groups:
+        names = [w.name for w in report.ways]
+        lines.append("  balanced accuracy by group:")
+        lines.append(f"  {'group':24} {'rows':>5} " + " ".join(f"{n[:14]:>14}" for n in names))
+        for group, ways in groups.items():
+            n = next(iter(ways.values())).n
+            cells = " ".join(f"{ways[name].balanced_accuracy:14.2f}" for name in names)
+            lines.append(f"  {group[:24]:24} {n:5d} {cells}")
+    return "\n".join(lines)

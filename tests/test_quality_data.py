@@ -1,0 +1,166 @@
+"""`localjudge quality --data`: the user's labelled rows, the metrics, pictures and page
+(fake judge for exact numbers, the real model through the command line)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from localjudge.cli import cli
+from localjudge.quality.labelled import (
+    Agreement,
+    DataError,
+    auroc,
+    expected_calibration_error,
+    measure,
+    read_rows,
+    roc_curve,
+)
+from localjudge.testing import FakeJudge
+
+
+def test_auroc_ece_and_roc_by_hand():
+    labels = [True, True, False, False]
+    assert auroc(labels, [0.9, 0.8, 0.3, 0.1]) == 1.0
+    assert auroc(labels, [0.1, 0.3, 0.8, 0.9]) == 0.0
+    assert auroc(labels, [0.5, 0.5, 0.5, 0.5]) == 0.5  # ties count half
+    assert auroc(labels, [0.9, 0.2, 0.3, 0.1]) == 0.75
+    assert auroc([True, True], [0.1, 0.2]) is None
+    # two bins: (0.9, 0.8) all yes -> |0.85 - 1| ; (0.3, 0.1) half yes... here none yes
+    assert expected_calibration_error(labels, [0.9, 0.8, 0.3, 0.1]) == pytest.approx(
+        (1 * 0.1 + 1 * 0.2 + 1 * 0.3 + 1 * 0.1) / 4
+    )
+    assert roc_curve(labels, [0.9, 0.8, 0.3, 0.1]) == [
+        (0.0, 0.0), (0.0, 0.5), (0.0, 1.0), (0.5, 1.0), (1.0, 1.0)
+    ]  # fmt: skip
+    a = Agreement.of(labels, [True, False, True, False], [0.9, 0.2, 0.6, 0.1])
+    assert a.confusion == {"tp": 1, "fp": 1, "tn": 1, "fn": 1}
+    assert (a.accuracy, a.balanced_accuracy, a.false_positive_rate) == (0.5, 0.5, 0.5)
+
+
+def write_jsonl(path, rows):
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_rows_are_read_and_bad_rows_are_counted(tmp_path):
+    path = write_jsonl(
+        tmp_path / "h.jsonl",
+        [
+            {"context": ["The bridge opened in 1937."], "claim": "It opened in 1937.", "label": False},
+            {"context": "The bridge opened in 1937.", "claim": "It opened in 1990.", "label": "yes", "group": "dates"},
+            "{not json",
+            {"context": [], "claim": "x", "label": True},
+            {"context": ["c"], "claim": "", "label": True},
+            {"context": ["c"], "claim": "x", "label": "maybe"},
+            {"context": ["c"], "claim": "x"},
+        ],
+    )  # fmt: skip
+    rows, errors = read_rows(path, "hallucination")
+    assert [r.label for r in rows] == [False, True] and rows[1].group == "dates"
+    assert rows[1].context == ("The bridge opened in 1937.",)
+    assert [e.number for e in errors] == [3, 4, 5, 6, 7]
+    assert "label" in errors[3].message and "context" in errors[1].message
+    table = tmp_path / "t.csv"
+    with table.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "input", "label", "group", "severity"])
+        writer.writerow(["You are an idiot.", "Help?", "1", "insult", "moderate"])
+        writer.writerow(["Thanks, here it is.", "Help?", "0", "", ""])
+        writer.writerow(["", "Help?", "0", "", ""])
+    rows, errors = read_rows(table, "toxicity")
+    assert [(r.label, r.group, r.severity) for r in rows] == [
+        (True, "insult", "moderate"),
+        (False, None, None),
+    ]
+    assert len(errors) == 1 and errors[0].number == 3
+    with pytest.raises(DataError, match="no usable"):
+        read_rows(write_jsonl(tmp_path / "bad.jsonl", ["{}", "[1]"]), "toxicity")
+    with pytest.raises(DataError):
+        read_rows(tmp_path / "missing.jsonl", "toxicity")
+
+
+def toxic_rows(tmp_path, n=40):
+    rows = []
+    for i in range(n):
+        toxic = i % 2 == 0
+        text = f"You are an idiot, number {i}." if toxic else f"Here is answer {i}, glad to help."
+        # every fifth label disagrees with the text: the judge cannot be perfect
+        rows.append(
+            {"text": text, "input": "Help?", "label": toxic != (i % 5 == 0), "group": f"g{i % 3}"}
+        )
+    rows.append({"text": "", "label": True})
+    return write_jsonl(tmp_path / "tox.jsonl", rows)
+
+
+def test_measure_on_the_fake_judge(tmp_path, tmp_home):
+    rows, errors = read_rows(toxic_rows(tmp_path), "toxicity")
+    with FakeJudge() as judge:
+        report = measure(judge, rows, "toxicity", source="tox.jsonl", bad_rows=errors)
+    data = report.to_dict()
+    assert data["rows"] == 40 and len(data["bad_rows"]) == 1 and data["rows_per_second"] > 0
+    agreement = data["agreement"]
+    assert set(agreement) == {"judge", "majority class", "word-list baseline"}
+    judge = agreement["judge"]
+    assert judge["n"] == 40 and sum(judge["confusion"].values()) == 40
+    assert judge["accuracy"] == pytest.approx(32 / 40)  # the 8 flipped labels are its errors
+    assert agreement["majority class"]["auroc"] == 0.5
+    assert set(data["groups"]) == {"g0", "g1", "g2"}
+    assert len(data["worst"]) == 8 and all(w["text"] for w in data["worst"])
+
+
+def test_quality_command_with_pictures_and_page(tmp_path, tmp_home, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
+    data = toxic_rows(tmp_path)
+    png, page = tmp_path / "q.png", tmp_path / "q.html"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "quality",
+            "--data",
+            str(data),
+            "--task",
+            "toxicity",
+            "--plot",
+            str(png),
+            "--html",
+            str(page),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "1 unreadable rows left out" in result.output and "by group" in result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = page.read_text()
+    assert "data:image/png;base64," in text and "Most confident wrong verdicts" in text
+    assert "http" not in text.split("data:image/png")[0]  # self-contained: nothing fetched
+    as_json = CliRunner().invoke(
+        cli, ["quality", "--data", str(data), "--task", "toxicity", "--json"]
+    )
+    assert json.loads(as_json.output)["reports"][0]["rows"] == 40
+    missing = CliRunner().invoke(cli, ["quality", "--data", str(data)])
+    assert missing.exit_code == 2 and "--task" in missing.output
+
+
+@pytest.mark.real
+def test_quality_on_user_data_through_the_real_model(tmp_path):
+    rows = [
+        {"context": ["The museum opens at 9."], "claim": "The museum opens at 9.", "label": False},
+        {"context": ["The museum opens at 9."], "claim": "The museum opens at 11.", "label": True},
+        {"context": ["Tickets cost 12 euros."], "claim": "Tickets cost 12 euros.", "label": False},
+        {"context": ["Tickets cost 12 euros."], "claim": "Tickets are free.", "label": True},
+        {"context": ["c"], "claim": "x", "label": "perhaps"},
+    ]
+    data = write_jsonl(tmp_path / "h.jsonl", rows)
+    result = CliRunner().invoke(
+        cli, ["quality", "--data", str(data), "--task", "hallucination", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    (report,) = json.loads(result.output)["reports"]
+    assert report["rows"] + len(report["judge_errors"]) == 4 and len(report["bad_rows"]) == 1
+    judge = report["agreement"]["judge"]
+    assert 0 <= judge["balanced_accuracy"] <= 1 and 0 <= judge["ece"] <= 1
+    assert judge["auroc"] is None or 0 <= judge["auroc"] <= 1
