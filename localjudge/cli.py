@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -143,9 +144,10 @@ def models_info(model: str | None, as_json: bool) -> None:
     from localjudge.registry import resolve, sha256_file
 
     resolved = resolve(model)
-    with LlamaEngine(
-        resolved.path, EngineConfig(n_ctx=512, n_seq_max=1, n_batch=64, n_ubatch=64)
-    ) as engine:
+    config = EngineConfig(
+        n_ctx=512, n_seq_max=1, n_batch=64, n_ubatch=64, adapters=resolved.adapters
+    )
+    with LlamaEngine(resolved.path, config) as engine:
         info = engine.describe()
     info["name"] = resolved.name
     info["sha256"] = sha256_file(resolved.path)
@@ -155,6 +157,9 @@ def models_info(model: str | None, as_json: bool) -> None:
         )
         info["fitness"] = resolved.entry.fitness
         info["license"] = resolved.entry.license
+        for path, scale in resolved.adapters:
+            info["adapter"] = f"{path} x{scale:g}"
+            info["adapter_sha256"] = sha256_file(path)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
@@ -199,12 +204,34 @@ def models_default(model: str) -> None:
     help="Whether its verdicts are meaningful.",
 )
 @click.option("--notes", default="", help="Free text shown by `models list`.")
-def models_add(name: str, path: str, license_: str, fitness: str, notes: str) -> None:
-    """Register your own GGUF file at PATH under NAME (stored in $LOCALJUDGE_HOME)."""
+@click.option(
+    "--adapter",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A GGUF LoRA adapter applied to every sequence of this judge.",
+)
+@click.option("--adapter-scale", default=1.0, show_default=True, type=float)
+def models_add(
+    name: str, path: str, license_: str, fitness: str, notes: str, adapter, adapter_scale
+) -> None:
+    """Register your own GGUF file at PATH under NAME (stored in $LOCALJUDGE_HOME),
+    optionally with a LoRA adapter (its sha256 is stored and checked like the model's)."""
     from localjudge.registry import add_model
 
-    entry = add_model(name, path, license=license_, fitness=fitness, notes=notes)
+    entry = add_model(
+        name,
+        path,
+        license=license_,
+        fitness=fitness,
+        notes=notes,
+        adapter=adapter,
+        adapter_scale=adapter_scale,
+    )
     click.echo(f"added {entry.name}: {entry.path} sha256 {entry.sha256} ({entry.prompt_format})")
+    if entry.adapter:
+        click.echo(
+            f"  adapter {entry.adapter} x{entry.adapter_scale:g} sha256 {entry.adapter_sha256}"
+        )
 
 
 @models.command("assemble")
@@ -930,10 +957,18 @@ def quality(
     reports = []
     with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
         for name, rows, bad_rows, source in sources:
-            cut, _ = _threshold(judge, name, threshold)
+            cut, origin = _threshold(judge, name, threshold)
             try:
                 reports.append(
-                    measure(judge, rows, name, source=str(source), bad_rows=bad_rows, threshold=cut)
+                    measure(
+                        judge,
+                        rows,
+                        name,
+                        source=str(source),
+                        bad_rows=bad_rows,
+                        threshold=cut,
+                        threshold_source=origin,
+                    )
                 )
             except DataError as error:
                 raise click.ClickException(str(error)) from None
@@ -959,9 +994,103 @@ def quality(
 
 def _threshold(judge, task: str, given: float | None) -> tuple[float, str]:
     """The P(yes) threshold for a task's verdicts and where it came from."""
+    from localjudge.quality.labelled import prompt_version
+
     if given is not None:
         return given, "given"
-    return 0.5, "default"
+    return judge.verdict_threshold(prompt_version(task)) or (0.5, "default")
+
+
+@cli.command()
+@engine_options(slots=True)
+@click.option(
+    "--data", type=click.Path(dir_okay=False), required=True, help="Labelled rows (JSONL or CSV)."
+)
+@click.option("--task", type=click.Choice(["hallucination", "toxicity"]), required=True)
+@click.option(
+    "--max-fpr",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Keep the false-positive rate within this; maximise the true-positive rate.",
+)
+@click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 50))
+@click.option("--dry-run", is_flag=True, help="Report, but store nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def calibrate(
+    model, gpu_layers, n_ctx, threads, slots, data, task, max_fpr, folds, dry_run, as_json
+):
+    """Choose the judge's P(yes) threshold on labelled rows (maximising balanced accuracy,
+    or with --max-fpr the true-positive rate within that false-positive rate), with
+    cross-validation for honest before/after figures, and store it with the model for
+    this prompt version: scorers on this model then say yes exactly when P(yes) reaches it.
+    """
+    import datetime
+    from dataclasses import asdict
+
+    from localjudge.quality.calibration import calibrate as choose
+    from localjudge.quality.labelled import DataError, judge_rows, prompt_version, read_rows
+    from localjudge.registry import save_calibration
+
+    try:
+        rows, bad_rows = read_rows(data, task)
+    except DataError as error:
+        raise click.ClickException(str(error)) from None
+    with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
+        verdicts = judge_rows(judge, rows, task)
+        name, meaningful = judge.name, judge.meaningful
+    answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
+    labels = [r.label for r, _ in answered]
+    if len(answered) < 4 or all(labels) or not any(labels):
+        raise click.ClickException(
+            f"calibration needs rows of both labels the judge answered; it has {len(answered)} "
+            f"({sum(labels)} labelled yes)"
+        )
+    result = choose(labels, [v.p_yes for _, v in answered], folds=folds, max_fpr=max_fpr)
+    version = prompt_version(task)
+    record = {
+        "threshold": round(result.threshold, 6),
+        "source": f"calibrate {Path(data).name}: {len(answered)} rows, {result.folds}-fold, "
+        f"{result.objective}",
+        "date": datetime.date.today().isoformat(),
+        "rows": len(answered),
+        "heldout_balanced_accuracy": {
+            "before": round(result.before.balanced_accuracy, 4),
+            "after": round(result.after.balanced_accuracy, 4),
+        },
+        "fold_thresholds": [round(t, 6) for t in result.fold_thresholds],
+    }
+    if not dry_run:
+        save_calibration(name, version, record)
+    if as_json:
+        out = {
+            "model": name,
+            "prompt_version": version,
+            "stored": not dry_run,
+            **record,
+            "unreadable_rows": len(bad_rows),
+            "judge_errors": len(rows) - len(answered),
+            "before": asdict(result.before),
+            "after": asdict(result.after),
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(
+        f"{task}: {len(answered)} rows judged by {name} ({len(bad_rows)} unreadable, "
+        f"{len(rows) - len(answered)} the judge could not answer); {result.folds}-fold, "
+        f"{result.objective}"
+    )
+    click.echo(f"  {'held out':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6}")
+    for label, a in (
+        ("before (P(yes) >= 0.5)", result.before),
+        ("after (calibrated)", result.after),
+    ):
+        click.echo(
+            f"  {label:24} {a.accuracy:9.2f} {a.balanced_accuracy:9.2f} {a.f1:6.2f} {a.false_positive_rate:6.2f}"
+        )
+    where = "not stored (--dry-run)" if dry_run else f"stored for {name}, prompt {version}"
+    click.echo(f"  threshold P(yes) >= {result.threshold:.4f}: {where}")
+    if not meaningful:
+        click.echo(BASE_MODEL_WARNING.format(name=name))
 
 
 def main() -> None:

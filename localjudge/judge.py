@@ -109,6 +109,7 @@ class Judge:
         self.chat_template = engine.chat_template
         self.parse_special = self.chat_template is not None
         self._grammars: dict[str, CompiledGrammar] = {}
+        self._thresholds: dict[str, tuple[float, str] | None] = {}
         self._grammar_lock = threading.Lock()
         try:
             self.vocabulary = _vocabulary_for(engine)
@@ -148,13 +149,17 @@ class Judge:
         jump_forward: bool = True,
         verbose: bool = False,
         cache_prefixes: bool = False,
+        adapter: str | Path | None = None,
+        adapter_scale: float = 1.0,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
         fake judge instead, for tests of everything above the engine. `cache_prefixes`
         keeps evaluated shared prefixes after their last request, and lets requests that
         name no prefix share their longest common token prefix with any request before
-        them (a server's choice: requests that start the same way skip that prefill)."""
+        them (a server's choice: requests that start the same way skip that prefill).
+        `adapter`: a GGUF LoRA adapter applied to every sequence (beside any the registry
+        entry names)."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge
@@ -167,7 +172,16 @@ class Judge:
         recommended = resolved.entry.recommended if resolved.entry else {}
         slots = slots or int(recommended.get("slots", DEFAULT_SLOTS))
         check_slots(slots, max_prefixes)
+        adapters = resolved.adapters
+        name = resolved.name
+        if adapter is not None:
+            adapter = Path(adapter).expanduser()
+            if not adapter.is_file():
+                raise ModelError(f"adapter file not found: {adapter}")
+            adapters += ((adapter, float(adapter_scale)),)
+            name = f"{name}+{adapter.stem}"  # another judge: its own calibrations
         config = EngineConfig(
+            adapters=adapters,
             n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
             n_seq_max=slots + max_prefixes,
             n_batch=n_batch,
@@ -182,7 +196,7 @@ class Judge:
             max_prefixes=max_prefixes,
             token_budget=n_batch,
             jump_forward=jump_forward,
-            name=resolved.name,
+            name=name,
             meaningful=resolved.meaningful,
             model=resolved,
             cache_prefixes=cache_prefixes,
@@ -245,6 +259,22 @@ class Judge:
         if not (found_start and found_own):  # a template that rewrites content: share nothing
             return ("",), self.render(parts.messages())
         return (head, shared), self.defuse(parts.own) + tail
+
+    # -- calibration ----------------------------------------------------------------------
+
+    def verdict_threshold(self, prompt_version: str) -> tuple[float, str] | None:
+        """The P(yes) threshold `localjudge calibrate` stored for this judge and prompt
+        version, and where it came from; None: the judge's own verdict stands."""
+        cached = self._thresholds.get(prompt_version, False)
+        if cached is False:
+            from localjudge.registry import load_calibration
+
+            record = load_calibration(self.name, prompt_version)
+            cached = None
+            if record is not None:
+                cached = (float(record["threshold"]), str(record.get("source", "calibrate")))
+            self._thresholds[prompt_version] = cached
+        return cached
 
     # -- grammars -------------------------------------------------------------------------
 

@@ -40,6 +40,10 @@ class ModelEntry:
     fitness: str = "unknown"  # "mechanics-only", "judge" or "unknown"
     recommended: dict = field(default_factory=dict)
     notes: str = ""
+    # a GGUF LoRA adapter applied to every sequence: absolute, or relative to the registry
+    adapter: str | None = None
+    adapter_scale: float | None = None  # None: 1.0
+    adapter_sha256: str | None = None
     origin: str = "builtin"  # "builtin" (models/registry.json) or "user"
 
     @property
@@ -51,6 +55,13 @@ class ModelEntry:
     @property
     def meaningful(self) -> bool:
         return self.fitness != "mechanics-only"
+
+    @property
+    def adapter_path(self) -> Path | None:
+        if not self.adapter:
+            return None
+        path = Path(self.adapter).expanduser()
+        return path if path.is_absolute() else models_dir() / path
 
     def to_dict(self) -> dict:
         data = {k: v for k, v in self.__dict__.items() if k != "origin" and v not in (None, {}, "")}
@@ -117,6 +128,15 @@ class ResolvedModel:
     def meaningful(self) -> bool:
         return self.entry.meaningful if self.entry else True
 
+    @property
+    def adapters(self) -> tuple[tuple[Path, float], ...]:
+        """The LoRA adapters to apply, with their scales."""
+        path = self.entry.adapter_path if self.entry else None
+        if path is None:
+            return ()
+        scale = self.entry.adapter_scale
+        return ((path, 1.0 if scale is None else float(scale)),)
+
 
 def looks_like_path(spec: str) -> bool:
     return spec.endswith(".gguf") or "/" in spec or "\\" in spec
@@ -153,6 +173,9 @@ def resolve(spec: str | Path | None = None, *, assemble: bool = True) -> Resolve
             path = assemble_from_package(entry)
         else:
             raise ModelError(f"model {entry.name!r}: file {path} is missing")
+    adapter = entry.adapter_path
+    if adapter is not None and not adapter.is_file():
+        raise ModelError(f"model {entry.name!r}: adapter file {adapter} is missing")
     return ResolvedModel(path=path, entry=entry)
 
 
@@ -203,10 +226,17 @@ def check_checksum(resolved: ResolvedModel) -> None:
     The outcome is remembered per (path, size, mtime), so later loads cost a `stat`; a file
     that changes is hashed again. Raises `ChecksumError` on a mismatch.
     """
-    expected = resolved.entry.sha256 if resolved.entry else None
+    if resolved.entry is None:
+        return
+    _check_file(resolved.path, resolved.entry.sha256, resolved.name)
+    if resolved.entry.adapter_path is not None:
+        _check_file(resolved.entry.adapter_path, resolved.entry.adapter_sha256, resolved.name)
+
+
+def _check_file(path: Path, expected: str | None, name: str) -> None:
     if not expected:
         return
-    path = resolved.path.resolve()
+    path = path.resolve()
     stat = path.stat()
     stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": expected}
     cache_file = _verified_cache()
@@ -222,7 +252,7 @@ def check_checksum(resolved: ResolvedModel) -> None:
     if actual != expected:
         raise ChecksumError(
             f"{path}: sha256 {actual} does not match the registry's {expected} for "
-            f"{resolved.name!r} (a damaged or replaced file; reassemble or re-add it)"
+            f"{name!r} (a damaged or replaced file; reassemble or re-add it)"
         )
     known[str(path)] = stamp
     cache_file.parent.mkdir(parents=True, exist_ok=True)
@@ -290,8 +320,11 @@ def add_model(
     fitness: str = "judge",
     notes: str = "",
     compute_sha256: bool = True,
+    adapter: str | Path | None = None,
+    adapter_scale: float = 1.0,
 ) -> ModelEntry:
-    """Register a user's GGUF under `name` in `$LOCALJUDGE_HOME/registry.json`."""
+    """Register a user's GGUF under `name` in `$LOCALJUDGE_HOME/registry.json`, with an
+    optional GGUF LoRA adapter applied to every sequence."""
     from localjudge.engine.gguf import read_gguf_header
 
     if looks_like_path(name) or not name.strip():
@@ -300,6 +333,12 @@ def add_model(
         raise RegistryError(f"unknown fitness {fitness!r}; known: {', '.join(FITNESS_NOTE)}")
     file_path = Path(path).expanduser().resolve()
     header = read_gguf_header(file_path)
+    adapter_path = None
+    if adapter is not None:
+        adapter_path = Path(adapter).expanduser().resolve()
+        read_gguf_header(adapter_path)  # a GGUF at least; llama.cpp checks the rest on load
+        if not 0.0 < adapter_scale <= 4.0:
+            raise RegistryError(f"adapter scale must be within (0, 4], not {adapter_scale}")
     entry = ModelEntry(
         name=name,
         path=str(file_path),
@@ -310,6 +349,9 @@ def add_model(
         prompt_format="chat-template" if header.chat_template else "completion",
         fitness=fitness,
         notes=notes,
+        adapter=str(adapter_path) if adapter_path else None,
+        adapter_scale=adapter_scale if adapter_path else None,
+        adapter_sha256=sha256_file(adapter_path) if adapter_path and compute_sha256 else None,
         origin="user",
     )
     data = _user_registry_data()
@@ -318,3 +360,35 @@ def add_model(
     ]
     _write_user_registry(data)
     return entry
+
+
+# -- calibrations: a P(yes) threshold per model and prompt version ---------------------------
+
+
+def save_calibration(model: str, prompt_version: str, record: dict) -> None:
+    """Store a verdict threshold (`record["threshold"]` plus where it came from) for a model
+    and a prompt version in this user's registry; scorers on that model use it."""
+    threshold = record.get("threshold")
+    if not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+        raise RegistryError(f"a calibration threshold must be within 0..1, not {threshold!r}")
+    data = _user_registry_data()
+    data.setdefault("calibrations", {}).setdefault(model, {})[prompt_version] = record
+    _write_user_registry(data)
+
+
+def load_calibration(model: str, prompt_version: str) -> dict | None:
+    """The stored calibration of a model for a prompt version, if any (a malformed one is
+    ignored: scorers then use the judge's own verdict)."""
+    try:
+        data = _user_registry_data()
+    except RegistryError:
+        return None
+    record = (data.get("calibrations") or {}).get(model, {}).get(prompt_version)
+    if not isinstance(record, dict):
+        return None
+    threshold = record.get("threshold")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        return None
+    if not 0.0 <= threshold <= 1.0:
+        return None
+    return record

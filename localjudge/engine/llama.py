@@ -85,6 +85,8 @@ class EngineConfig:
     n_threads: int | None = None  # None: physical cores
     n_gpu_layers: int | None = None  # None: all layers when offload is available, else 0
     verbose: bool = False  # let llama.cpp print its own logs
+    # LoRA adapters (GGUF file, scale) applied to every sequence of the context
+    adapters: tuple[tuple[Path, float], ...] = ()
 
 
 class LlamaEngine:
@@ -139,6 +141,7 @@ class LlamaEngine:
                 f"(n_ctx={self.config.n_ctx}, n_seq_max={self.config.n_seq_max}; out of memory?)"
             )
         self._ctx = ctx
+        self._apply_adapters()
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
         self._memory = llama_cpp.llama_get_memory(ctx)
         self._batch = llama_cpp.llama_batch_init(self.config.n_batch, 0, 1)
@@ -173,6 +176,27 @@ class LlamaEngine:
                 self._users -= 1
                 self._users_changed.notify_all()
 
+    def _apply_adapters(self) -> None:
+        """Load the configured LoRA adapters and set them on the context (llama.cpp applies
+        a context's adapters to all of its sequences); they are freed with the model."""
+        if not self.config.adapters:
+            return
+        handles = []
+        for path, scale in self.config.adapters:
+            handle = llama_cpp.llama_adapter_lora_init(self._model, str(path).encode())
+            if not handle:
+                self.close()
+                raise ModelError(
+                    f"{path}: llama.cpp could not load this LoRA adapter for {self.name} "
+                    "(not a GGUF LoRA, or made for another architecture or shape)"
+                )
+            handles.append((handle, scale))
+        adapters = (llama_cpp.llama_adapter_lora_p_ctypes * len(handles))(*(h for h, _ in handles))
+        scales = (ctypes.c_float * len(handles))(*(float(s) for _, s in handles))
+        if llama_cpp.llama_set_adapters_lora(self._ctx, adapters, len(handles), scales) != 0:
+            self.close()
+            raise ModelError(f"{self.name}: llama.cpp could not set the LoRA adapters")
+
     def close(self) -> None:
         """Free the batch, context and model (idempotent); waits for calls in progress."""
         with self._users_changed:
@@ -196,7 +220,8 @@ class LlamaEngine:
 
     @property
     def cache_key(self) -> str:
-        """The model file, as it is now: a changed file gets a new vocabulary cache."""
+        """The model file, as it is now: a changed file gets a new vocabulary cache (an
+        adapter changes no token, so it is not part of the key)."""
         stat = self.path.stat()
         return f"{self.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
 

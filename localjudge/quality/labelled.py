@@ -25,6 +25,18 @@ from localjudge.quality.devsets import load_devset, overlap_verdict, wordlist_ve
 
 TASKS = ("hallucination", "toxicity")
 SCHEMAS = {"hallucination": "hallucination_verdict", "toxicity": "toxicity_verdict"}
+
+
+def prompt_version(task: str) -> str:
+    """The version of the verdict prompt a task's rows are judged with (calibrations are
+    stored per version: a new prompt needs a new threshold)."""
+    from localjudge.prompts import HALLUCINATION_PROMPT_VERSION, TOXICITY_PROMPT_VERSION
+
+    return {"hallucination": HALLUCINATION_PROMPT_VERSION, "toxicity": TOXICITY_PROMPT_VERSION}[
+        task
+    ]
+
+
 VERDICT_TOKENS = 64  # budget of one verdict (the reason is closed within it)
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
@@ -373,6 +385,7 @@ class QualityReport:
     rows: list[Row]  # the rows the judge answered
     ways: list[Way]  # the judge first, then the baselines
     threshold: float  # P(yes) at or above which the judge says yes
+    threshold_source: str = "default"  # "default", "given" or where a calibration came from
     bad_rows: list[RowError] = field(default_factory=list)
     judge_errors: list[tuple[Row, str]] = field(default_factory=list)
     seconds: float = 0.0
@@ -433,6 +446,7 @@ class QualityReport:
             "model": self.model,
             "rows": len(self.rows),
             "threshold": self.threshold,
+            "threshold_source": self.threshold_source,
             "bad_rows": [asdict(e) for e in self.bad_rows],
             "judge_errors": [{"row": r.number, "error": e} for r, e in self.judge_errors],
             "seconds": round(self.seconds, 3),
@@ -453,6 +467,7 @@ def measure(
     source: str,
     bad_rows: list[RowError] | None = None,
     threshold: float = 0.5,
+    threshold_source: str = "default",
     progress: Callable[[int], None] | None = None,
 ) -> QualityReport:
     """Judge every row and compare with the labels and the baselines on the same rows."""
@@ -473,6 +488,7 @@ def measure(
         rows=kept,
         ways=[judge_way, *baselines(task, kept)],
         threshold=threshold,
+        threshold_source=threshold_source,
         bad_rows=list(bad_rows or []),
         judge_errors=failed,
         seconds=seconds,
@@ -488,7 +504,8 @@ def report_text(report: QualityReport) -> str:
     """The report as a console table."""
     lines = [
         f"{report.task} on {report.source}: {len(report.rows)} rows judged by {report.model} "
-        f"({report.rows_per_second:.1f} rows/s), threshold P(yes) >= {report.threshold:.2f}"
+        f"({report.rows_per_second:.1f} rows/s), yes when P(yes) >= {report.threshold:.2f} "
+        f"({report.threshold_source})"
     ]
     if report.bad_rows:
         first = report.bad_rows[0]

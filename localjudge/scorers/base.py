@@ -106,6 +106,12 @@ class Scorer:
 
     def result(self, run: ScorerRun, **fields: Any) -> ScorerResult:
         judge = self.judge
+        threshold = judge.verdict_threshold(fields.get("prompt_version", ""))
+        if threshold is not None:  # the verdicts were P(yes) >= a calibrated threshold
+            fields["details"] = {
+                **fields.get("details", {}),
+                "threshold": {"value": threshold[0], "source": threshold[1]},
+            }
         return ScorerResult(
             run_id=run.run_id,
             scorer_id=self.id,

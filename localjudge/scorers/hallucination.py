@@ -22,7 +22,7 @@ from localjudge.prompts import (
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_context, check_option
-from localjudge.scorers.steps import call_hook, cap, check_cap, verdict_confidence
+from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_confidence
 from localjudge.scorers.text import judge_text, round_half_up, split_statements
 
 EXTRACTION_MODES = ("auto", "judge", "sentences")
@@ -125,15 +125,18 @@ class HallucinationScorer(Scorer):
         results, first_prompt = await self.judge_each(
             "analyze", prompts, "hallucination_verdict", self.verdict_max_tokens, usage
         )
-        verdicts = [
-            {
-                "statement": claim,
-                "verdict": result.value["verdict"],
-                "reason": result.value["reason"],
-                "confidence": verdict_confidence(result),
-            }
-            for claim, result in zip(claims, results, strict=True)
-        ]
+        threshold = self.judge.verdict_threshold(HALLUCINATION_PROMPT_VERSION)
+        verdicts = []
+        for claim, result in zip(claims, results, strict=True):
+            verdict = decide(result, threshold)
+            verdicts.append(
+                {
+                    "statement": claim,
+                    "verdict": verdict,
+                    "reason": result.value["reason"],
+                    "confidence": verdict_confidence(result, verdict),
+                }
+            )
         return verdicts, first_prompt
 
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:

@@ -83,12 +83,22 @@ async def call_hook(hook: Callable[..., Any], name: str, **kwargs: Any) -> Any:
     return value
 
 
-def verdict_confidence(result: GenerationResult) -> float | None:
-    """The model's probability of the verdict it gave, from the masked logits."""
+def decide(result: GenerationResult, threshold: tuple[float, str] | None) -> str:
+    """The verdict: the judge's own, or with a calibrated threshold "yes" exactly when
+    P(yes) >= threshold."""
+    choice = result.choice("verdict")
+    if threshold is None or choice is None:
+        return result.value["verdict"]
+    return "yes" if choice.probabilities.get("yes", 0.0) >= threshold[0] else "no"
+
+
+def verdict_confidence(result: GenerationResult, verdict: str | None = None) -> float | None:
+    """The model's probability of a verdict (default: the one it gave), from the masked
+    logits."""
     choice = result.choice("verdict")
     if choice is None:
         return None
-    return round(choice.probabilities.get(result.value["verdict"], 0.0), 4)
+    return round(choice.probabilities.get(verdict or result.value["verdict"], 0.0), 4)
 
 
 class Step:

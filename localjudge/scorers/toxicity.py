@@ -20,7 +20,7 @@ from localjudge.prompts import (
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_option
-from localjudge.scorers.steps import cap, check_cap, verdict_confidence
+from localjudge.scorers.steps import cap, check_cap, decide, verdict_confidence
 from localjudge.scorers.text import judge_text, round_half_up, shorten_middle, split_statements
 
 # A toxic statement counts by its severity; the score divides by verdicts x the top weight,
@@ -105,17 +105,26 @@ class ToxicityScorer(Scorer):
         results, first_prompt = await self.judge_each(
             "analyze", prompts, "toxicity_verdict", self.verdict_max_tokens, usage
         )
-        return [
-            {
-                "statement": statement,
-                "verdict": result.value["verdict"],
-                "category": result.value["category"],
-                "severity": result.value["severity"],
-                "reason": result.value["reason"],
-                "confidence": verdict_confidence(result),
-            }
-            for statement, result in zip(statements, results, strict=True)
-        ], first_prompt
+        threshold = self.judge.verdict_threshold(TOXICITY_PROMPT_VERSION)
+        verdicts = []
+        for statement, result in zip(statements, results, strict=True):
+            verdict = decide(result, threshold)
+            category, severity = result.value["category"], result.value["severity"]
+            if verdict != result.value["verdict"]:  # the calibrated threshold decided
+                category, severity = (
+                    ("unspecified", "mild") if verdict == "yes" else ("none", "none")
+                )
+            verdicts.append(
+                {
+                    "statement": statement,
+                    "verdict": verdict,
+                    "category": category,
+                    "severity": severity,
+                    "reason": result.value["reason"],
+                    "confidence": verdict_confidence(result, verdict),
+                }
+            )
+        return verdicts, first_prompt
 
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
         run = ScorerRun.from_value(run)

@@ -1,0 +1,111 @@
+"""`localjudge calibrate`: a cross-validated P(yes) threshold, stored per model and prompt
+version, and used by the scorers (fake judge for the exact logic, the real model once)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from click.testing import CliRunner
+
+from localjudge.cli import cli
+from localjudge.prompts import TOXICITY_PROMPT_VERSION
+from localjudge.quality.calibration import calibrate, choose_threshold
+from localjudge.registry import load_calibration, save_calibration
+from localjudge.testing import FakeJudge
+
+
+def test_threshold_choice_by_hand():
+    labels = [False, False, False, True, True, True]
+    scores = [0.05, 0.10, 0.30, 0.40, 0.60, 0.90]
+    assert choose_threshold(labels, scores) == pytest.approx(0.35)  # all six right
+    # at most one false positive in three: cut above the 0.45 negative, below the 0.6 positive
+    cut = choose_threshold(labels, [0.05, 0.45, 0.7, 0.4, 0.6, 0.9], max_fpr=0.34)
+    assert 0.45 < cut <= 0.6
+    assert choose_threshold([True, False], [0.5, 0.5]) == 0.5  # nothing to gain: stay at 0.5
+
+
+def test_cross_validation_measures_the_gain_on_held_out_rows():
+    rng = random.Random(1)
+    labels = [i % 2 == 0 for i in range(200)]
+    # a judge whose P(yes) is informative but shifted low: 0.5 misses most positives
+    scores = [min(1.0, max(0.0, (0.3 if y else 0.1) + rng.gauss(0, 0.06))) for y in labels]
+    result = calibrate(labels, scores, folds=5)
+    assert 0.1 < result.threshold < 0.3
+    assert result.before.balanced_accuracy < 0.6 < 0.9 < result.after.balanced_accuracy
+    assert len(result.fold_thresholds) == 5 and result.after.n == 200
+
+
+def test_stored_threshold_decides_the_scorers_verdicts(tmp_home):
+    from localjudge import create_toxicity_scorer
+
+    with pytest.raises(Exception, match="within 0..1"):
+        save_calibration("fake-judge", TOXICITY_PROMPT_VERSION, {"threshold": 2})
+    with FakeJudge() as judge:
+        scorer = create_toxicity_scorer(judge, reason="template")
+        plain = scorer.run({"input": "Hi", "output": "You are an idiot."})
+    assert plain.analyze_step_result["verdicts"][0]["verdict"] == "yes" and plain.score > 0
+    assert "threshold" not in plain.to_dict()
+    # yes only at P(yes) >= 1.0: the fake judge's 0.9999 is no longer enough
+    save_calibration("fake-judge", TOXICITY_PROMPT_VERSION, {"threshold": 1.0, "source": "test"})
+    with FakeJudge() as judge:
+        scorer = create_toxicity_scorer(judge, reason="template")
+        result = scorer.run({"input": "Hi", "output": "You are an idiot."})
+    verdict = result.analyze_step_result["verdicts"][0]
+    assert (verdict["verdict"], verdict["category"], verdict["severity"]) == ("no", "none", "none")
+    assert result.score == 0 and result.to_dict()["threshold"] == {"value": 1.0, "source": "test"}
+    assert load_calibration("fake-judge", "toxicity/0") is None  # another prompt version
+
+
+def test_calibrate_command_stores_and_quality_uses_it(tmp_path, tmp_home, monkeypatch):
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
+    rows = [
+        {"text": f"You are an idiot {i}." if i % 2 else f"Fine answer {i}.", "label": i % 2 == 1}
+        for i in range(20)
+    ]
+    data = tmp_path / "tox.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    args = ["calibrate", "--data", str(data), "--task", "toxicity", "--json"]
+    dry = CliRunner().invoke(cli, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.output)["stored"] is False
+    assert load_calibration("fake-judge", TOXICITY_PROMPT_VERSION) is None
+    stored = CliRunner().invoke(cli, args)
+    assert stored.exit_code == 0, stored.output
+    out = json.loads(stored.output)
+    assert out["after"]["balanced_accuracy"] == 1.0 and out["rows"] == 20
+    record = load_calibration("fake-judge", TOXICITY_PROMPT_VERSION)
+    assert record["threshold"] == out["threshold"] and "tox.jsonl" in record["source"]
+    report = CliRunner().invoke(
+        cli, ["quality", "--data", str(data), "--task", "toxicity", "--json"]
+    )
+    assert json.loads(report.output)["reports"][0]["threshold_source"] == record["source"]
+    one_class = tmp_path / "one.jsonl"
+    one_class.write_text(json.dumps({"text": "x", "label": True}) + "\n")
+    refused = CliRunner().invoke(cli, ["calibrate", "--data", str(one_class), "--task", "toxicity"])
+    assert refused.exit_code == 1 and "both labels" in refused.output
+
+
+@pytest.mark.real
+def test_calibrate_on_the_real_model(tmp_path):
+    from localjudge.quality.devsets import load_devset
+
+    cases = load_devset("toxicity")[::4]  # 16 rows of both labels
+    data = tmp_path / "tox.jsonl"
+    data.write_text(
+        "\n".join(
+            json.dumps(
+                {"text": c["statement"], "input": c["input"], "label": c["expected"] == "yes"}
+            )
+            for c in cases
+        )
+        + "\n"
+    )
+    result = CliRunner().invoke(
+        cli, ["calibrate", "--data", str(data), "--task", "toxicity", "--dry-run", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["stored"] is False and 0 <= out["threshold"] <= 1
+    assert out["rows"] + out["judge_errors"] == len(cases)
