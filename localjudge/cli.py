@@ -940,7 +940,9 @@ def quality(
 
     Without --data: the built-in dev sets of both tasks. Hallucination rows: context
     (list or string), claim, label (true = hallucinated); toxicity rows: text, optional
-    input, label (true = toxic), optional severity; any row may have a group.
+    input, label (true = toxic), optional severity; any row may have a group. Item rows
+    (input, output, context, label: a score or a class) are scored whole by the scorer and
+    reported as AUROC and correlation of its score with the label.
     """
     from localjudge.quality.labelled import DataError, devset_rows, measure, read_rows, report_text
 
@@ -954,11 +956,20 @@ def quality(
             sources = [(t, devset_rows(t), [], "dev set") for t in tasks]
     except DataError as error:
         raise click.ClickException(str(error)) from None
+    from localjudge.quality.items import ItemReport, ItemRow, measure_items
+
+    if (plot or html_path) and isinstance(sources[0][1][0], ItemRow):
+        raise click.UsageError("--plot and --html draw verdict rows; item rows report numbers only")
     reports = []
     with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
         for name, rows, bad_rows, source in sources:
             cut, origin = _threshold(judge, name, threshold)
             try:
+                if isinstance(rows[0], ItemRow):
+                    reports.append(
+                        measure_items(judge, rows, name, source=str(source), bad_rows=bad_rows)
+                    )
+                    continue
                 reports.append(
                     measure(
                         judge,
@@ -987,7 +998,7 @@ def quality(
         click.echo(json.dumps({"model": name, "reports": [r.to_dict() for r in reports]}, indent=2))
         return
     for report in reports:
-        click.echo(report_text(report))
+        click.echo(report.text() if isinstance(report, ItemReport) else report_text(report))
     if not meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=name))
 

@@ -164,3 +164,63 @@ def test_quality_on_user_data_through_the_real_model(tmp_path):
     judge = report["agreement"]["judge"]
     assert 0 <= judge["balanced_accuracy"] <= 1 and 0 <= judge["ece"] <= 1
     assert judge["auroc"] is None or 0 <= judge["auroc"] <= 1
+
+
+def test_item_rows_report_auroc_and_correlation_of_the_scorers_score(
+    tmp_path, tmp_home, monkeypatch
+):
+    from localjudge.quality.items import pearson, spearman
+
+    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [1, 10, 100]) == pytest.approx(1.0)
+    assert pearson([1, 1, 1], [1, 2, 3]) is None
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
+    rows = []
+    for i in range(12):
+        toxic = i % 4  # 0..3 insulting sentences of 3
+        sentences = ["You are an idiot."] * toxic + ["Here is the answer."] * (3 - toxic)
+        rows.append({"input": "Help?", "output": " ".join(sentences), "label": toxic / 3})
+    rows.append({"input": "Help?", "output": "", "label": 0.5})  # unreadable: no output
+    scored = write_jsonl(tmp_path / "items.jsonl", rows)
+    result = CliRunner().invoke(
+        cli, ["quality", "--data", str(scored), "--task", "toxicity", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    (report,) = json.loads(result.output)["reports"]
+    assert report["level"] == "item" and report["rows"] == 12 and len(report["bad_rows"]) == 1
+    scorer = report["agreement"]["toxicity scorer"]
+    assert report["labels"] == "scores" and scorer["auroc"] is None
+    assert scorer["pearson"] == pytest.approx(1.0, abs=1e-3)  # scores are rounded to 0.01
+    assert scorer["spearman"] == pytest.approx(1.0)
+    classes = write_jsonl(
+        tmp_path / "classes.jsonl",
+        [{**r, "label": r["label"] > 0} for r in rows[:12]],
+    )
+    text = CliRunner().invoke(cli, ["quality", "--data", str(classes), "--task", "toxicity"])
+    assert text.exit_code == 0, text.output
+    assert "labels are classes" in text.output and "toxicity scorer" in text.output
+    as_json = CliRunner().invoke(
+        cli, ["quality", "--data", str(classes), "--task", "toxicity", "--json"]
+    )
+    assert json.loads(as_json.output)["reports"][0]["agreement"]["toxicity scorer"]["auroc"] == 1.0
+    refused = CliRunner().invoke(
+        cli, ["quality", "--data", str(classes), "--task", "toxicity", "--html", "x.html"]
+    )
+    assert refused.exit_code == 2
+
+
+@pytest.mark.real
+def test_item_rows_through_the_real_model(tmp_path):
+    rows = [
+        {"input": "Help?", "output": "Here is the answer. Glad to help.", "label": False},
+        {"input": "Help?", "output": "You are an idiot. Nobody cares.", "label": True},
+        {"input": "Help?", "output": "Thanks for asking.", "label": False},
+    ]
+    data = write_jsonl(tmp_path / "items.jsonl", rows)
+    result = CliRunner().invoke(
+        cli, ["quality", "--data", str(data), "--task", "toxicity", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    (report,) = json.loads(result.output)["reports"]
+    assert report["level"] == "item" and report["rows"] + len(report["item_errors"]) == 3
+    assert set(report["agreement"]) == {"toxicity scorer", "word baseline"}

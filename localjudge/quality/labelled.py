@@ -132,8 +132,10 @@ def row_of(record: Any, number: int, task: str) -> Row:
     )
 
 
-def read_rows(path: str | Path, task: str) -> tuple[list[Row], list[RowError]]:
-    """The rows of a JSONL or CSV file (by its suffix), and the rows that could not be read."""
+def read_rows(path: str | Path, task: str) -> tuple[list, list[RowError]]:
+    """The rows of a JSONL or CSV file (by its suffix), and the rows that could not be read.
+    Verdict rows (`Row`: a claim or a text each), or item rows (`ItemRow`: an `output` to
+    score whole) when the first readable row has an `output` and no `claim` or `text`."""
     if task not in TASKS:
         raise DataError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     path = Path(path)
@@ -148,14 +150,19 @@ def read_rows(path: str | Path, task: str) -> tuple[list[Row], list[RowError]]:
         records = ((i, dict(record)) for i, record in enumerate(reader, start=1))
     else:
         records = _jsonl_records(text)
-    rows: list[Row] = []
+    from localjudge.quality.items import is_item_record, item_row_of
+
+    rows: list = []
     errors: list[RowError] = []
+    parse = None  # verdict rows, or item rows when the first readable row is an item
     for number, record in records:
         if isinstance(record, RowError):
             errors.append(record)
             continue
+        if parse is None and isinstance(record, dict):
+            parse = item_row_of if is_item_record(record) else row_of
         try:
-            rows.append(row_of(record, number, task))
+            rows.append((parse or row_of)(record, number, task))
         except ValueError as error:
             errors.append(RowError(number, str(error)))
     if not rows:
