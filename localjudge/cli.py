@@ -285,13 +285,22 @@ def scoring_options(function):
                 default=None,
                 help="hallucination: how claims are found (default auto).",
             ),
+            click.option(
+                "--claim-reasons",
+                type=click.Choice(["all", "flagged", "none"]),
+                default=None,
+                help="Which verdicts the judge explains (default all); flagged: hallucinated "
+                "claims and toxic statements only, the rest stop after the verdict.",
+            ),
         ]
     ):
         function = option(function)
     return function
 
 
-def _scorer_settings(names, *, scale, reason_mode, score_mode, extraction, context=None):
+def _scorer_settings(
+    names, *, scale, reason_mode, score_mode, extraction, claim_reasons=None, context=None
+):
     """Scorer options from the command line; an option no chosen scorer takes is a usage
     error, not silently ignored."""
     from localjudge.scorers import scorer_options
@@ -301,6 +310,7 @@ def _scorer_settings(names, *, scale, reason_mode, score_mode, extraction, conte
         "reason": reason_mode,
         "score_mode": score_mode,
         "extraction": extraction,
+        "claim_reasons": claim_reasons,
         "context": context,
     }
     flags = {"score_mode": "--score-mode", "extraction": "--extraction", "context": "--context"}
@@ -359,6 +369,7 @@ def score(
     reason_mode,
     score_mode,
     extraction,
+    claim_reasons,
     model,
     gpu_layers,
     n_ctx,
@@ -383,6 +394,7 @@ def score(
         reason_mode=reason_mode,
         score_mode=score_mode,
         extraction=extraction,
+        claim_reasons=claim_reasons,
         context=context or None,
     )
     with _load_judge(model, gpu_layers=gpu_layers, n_ctx=n_ctx, threads=threads) as judge:
@@ -530,6 +542,7 @@ def eval_command(
     reason_mode,
     score_mode,
     extraction,
+    claim_reasons,
     context_file,
     field_maps,
     limit,
@@ -581,6 +594,7 @@ def eval_command(
         reason_mode=reason_mode or "template",
         score_mode=score_mode,
         extraction=extraction,
+        claim_reasons=claim_reasons,
         context=context,
     )
     to_stdout = out == "-"

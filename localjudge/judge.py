@@ -306,6 +306,7 @@ class Judge:
         temperature: float = 0.0,
         seed: int | None = None,
         on_text: Callable[[str], None] | None = None,
+        reasons_for: frozenset[str] | None = None,
     ) -> GenerationRequest:
         """A request for `prefix + suffix`; `schema` None asks for free text (stops at an
         end-of-generation token or `max_tokens`). `on_text` receives the output as it is
@@ -321,15 +322,23 @@ class Judge:
             max_tokens=max_tokens,
             sampling=SamplingParams(temperature=temperature, seed=seed),
             on_text=on_text,
+            reasons_for=reasons_for,
         )
 
     def prompt_request(
-        self, parts: PromptParts, schema: str | dict | CompiledGrammar, max_tokens: int
+        self,
+        parts: PromptParts,
+        schema: str | dict | CompiledGrammar,
+        max_tokens: int,
+        *,
+        reasons_for: frozenset[str] | None = None,
     ) -> GenerationRequest:
         """A request for a prompt: rendered for this judge, split into its shared prefix
         and its own part."""
         prefix, suffix = self.split_prompt(parts)
-        return self.request(suffix, schema, prefix=prefix, max_tokens=max_tokens)
+        return self.request(
+            suffix, schema, prefix=prefix, max_tokens=max_tokens, reasons_for=reasons_for
+        )
 
     def submit(self, request: GenerationRequest) -> Future:
         return self.runtime.submit(request)

@@ -432,3 +432,26 @@ def test_run_inside_an_event_loop_works_like_jupyter(judge):
 
     blocking, awaited = asyncio.run(inside())
     assert blocking.score == awaited.score == 0
+
+
+def test_claim_reasons_flagged_explains_only_hallucinated_claims(tmp_home):
+    from localjudge.testing import FakeJudge
+
+    with FakeJudge() as judge:
+        scorer = create_hallucination_scorer(
+            judge, context=["The sky is blue."], extraction="sentences", claim_reasons="flagged"
+        )
+        result = scorer.run({"output": "The sky is blue. The moon is cheese."})
+        everything = create_hallucination_scorer(
+            judge, context=["The sky is blue."], extraction="sentences"
+        ).run({"output": "The sky is blue. The moon is cheese."})
+    supported, invented = result.analyze_step_result["verdicts"]
+    assert (supported["verdict"], supported["reasonBy"]) == ("no", "template")
+    assert "claim_reasons=flagged" in supported["reason"]
+    assert (invented["verdict"], invented["reasonBy"]) == ("yes", "judge")
+    assert invented["reason"] == "Checked."
+    assert result.score == everything.score and result.to_dict()["claimReasons"] == "flagged"
+    assert "reasonBy" not in everything.analyze_step_result["verdicts"][0]
+    assert result.usage["analyze"].generated_tokens < everything.usage["analyze"].generated_tokens
+    with pytest.raises(ValueError, match="claim_reasons"):
+        create_hallucination_scorer(judge, claim_reasons="some")

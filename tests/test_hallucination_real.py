@@ -120,3 +120,18 @@ def test_context_larger_than_the_window(real_judge):
     scorer = create_hallucination_scorer(real_judge, context=["The museum opens at nine. " * 800])
     with pytest.raises(PromptTooLongError, match="judge context of 4096 tokens"):
         scorer.run({"output": "The museum opens at nine."})
+
+
+def test_claim_reasons_none_keeps_the_verdicts_and_skips_the_reasons(real_judge):
+    run = {"output": "It was announced in 2007. It was released in 1999. It was blue."}
+    options = {"context": IPHONE, "extraction": "sentences", "reason": "template"}
+    full = create_hallucination_scorer(real_judge, **options).run(run)
+    lazy = create_hallucination_scorer(real_judge, claim_reasons="none", **options).run(run)
+    check_structure(lazy)
+    pairs = zip(
+        full.analyze_step_result["verdicts"], lazy.analyze_step_result["verdicts"], strict=True
+    )
+    for a, b in pairs:
+        assert a["verdict"] == b["verdict"] and b["reasonBy"] == "template"
+        assert b["confidence"] == pytest.approx(a["confidence"], abs=0.02)
+    assert lazy.usage["analyze"].generated_tokens < full.usage["analyze"].generated_tokens

@@ -454,3 +454,25 @@ def test_auto_prefix_random_arrivals_evictions_and_cancels(fake_vocabulary, gram
     scheduler.fail_all(GenerationError("reset"))
     assert not scheduler.groups and scheduler.num_reserved_cells == 0
     runtime.close()
+
+
+def test_verdict_first_closes_the_json_when_no_reason_is_wanted(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary)
+    claims = ["c0 moon", "c1 sky", "c2 moon", "c3 sky"]
+    every = runtime.run([claim_request(grammar, c) for c in claims])
+    flagged = [claim_request(grammar, c) for c in claims]
+    for request in flagged:
+        request.reasons_for = frozenset({"yes"})
+    lazy = runtime.run(flagged)
+    runtime.close()
+    for full, short in zip(every, lazy, strict=True):
+        assert short.value["verdict"] == full.value["verdict"]
+        assert short.choice("verdict").probabilities == pytest.approx(
+            full.choice("verdict").probabilities
+        )
+        if full.value["verdict"] == "yes":  # explained as before
+            assert short.value == full.value and not short.reason_skipped
+        else:  # closed right after the verdict: valid JSON, an empty reason, fewer tokens
+            assert short.value == {"verdict": "no", "reason": ""} and short.reason_skipped
+            assert short.counts.generated < full.counts.generated
+            assert short.finish_reason == "stop"

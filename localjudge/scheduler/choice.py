@@ -7,6 +7,7 @@ budget."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -18,6 +19,8 @@ from localjudge.grammar.vocabulary import TokenVocabulary
 from localjudge.scheduler.request import ChoicePoint, GenerationResult, Timings
 from localjudge.scheduler.state import Finished, Sequence
 from localjudge.scheduler.stats import SchedulerStats
+
+_VERDICT = re.compile(rb'"verdict"\s*:\s*"([^"\\]*)"')
 
 
 class TokenChooser:
@@ -107,6 +110,11 @@ class TokenChooser:
         if forced:
             seq.counts.forced += 1
             self.stats.num_forced_tokens += 1
+        wanted = seq.item.request.reasons_for
+        if wanted is not None and not seq.close_early and seq.choices:
+            found = _VERDICT.search(seq.output_bytes)
+            if found is not None and found.group(1).decode("utf-8", "replace") not in wanted:
+                seq.close_early = True  # verdict-first: no reason for this one
 
     def _choose(self, seq: Sequence, logits: np.ndarray) -> int:
         """The next token: greedy fast path, else masked choice, else the closing path.
@@ -127,6 +135,9 @@ class TokenChooser:
         forced = self._forced(seq)
         if forced is not None:  # what jump-forward would have appended without logits
             return forced
+        if seq.close_early:
+            closing = grammar.closing[state]
+            return int(closing[int(np.argmax(logits[closing]))])
         if seq.sampling.greedy:
             token = int(np.argmax(logits))
             next_state = grammar.next_state(state, token)
@@ -199,6 +210,7 @@ class TokenChooser:
             timings=timings,
             choices=choices,
             finish_reason=finish_reason,
+            reason_skipped=seq.close_early,
         )
         return Finished(request_id=seq.request_id, result=result)
 

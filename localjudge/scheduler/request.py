@@ -54,8 +54,16 @@ class GenerationRequest:
     # called on the judge's worker thread with each piece of output text as it is chosen
     # (whole UTF-8 characters; the pieces join to the result's text); must not block
     on_text: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+    # verdict values whose reason is decoded; for the others the JSON is closed as soon as
+    # the verdict is known (an empty reason, no tokens spent on it). None: every reason
+    reasons_for: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
+        if self.reasons_for is not None:
+            values = frozenset(self.reasons_for)
+            if not all(isinstance(v, str) for v in values):
+                raise ValueError(f"reasons_for must hold verdict strings, not {self.reasons_for!r}")
+            object.__setattr__(self, "reasons_for", values)
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
             raise ValueError(f"max_tokens must be an integer, not {self.max_tokens!r}")
         if self.max_tokens < 1:
@@ -111,6 +119,7 @@ class GenerationResult:
     choices: list[ChoicePoint] = field(default_factory=list)  # in output order
     finish_reason: str = "stop"  # "stop": the model ended; "budget": JSON closed by force;
     # "length": free text cut at max_tokens
+    reason_skipped: bool = False  # closed after the verdict (not in `reasons_for`)
 
     def choice(self, field_name: str) -> ChoicePoint | None:
         return next((c for c in self.choices if c.field == field_name), None)

@@ -108,6 +108,7 @@ class Sequence:
     admitted_at: float = 0.0
     first_token_at: float = 0.0
     forced_close: bool = False  # the budget forced the closing path at least once
+    close_early: bool = False  # the verdict needs no reason: take the shortest way to close
     rng: np.random.Generator | None = None
     cancelled: bool = False
 

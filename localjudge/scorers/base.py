@@ -15,6 +15,10 @@ from localjudge.scorers.shared import shared_judge
 from localjudge.scorers.steps import Step, generate_all, run_coroutine
 
 REASON_MODES = ("judge", "template")
+# which verdicts get the judge's own reason: every one, only flagged ones (hallucinated
+# claims, toxic statements: "yes"), or none; the others are closed right after the verdict
+CLAIM_REASON_MODES = ("all", "flagged", "none")
+_REASONS_FOR = {"all": None, "flagged": frozenset({"yes"}), "none": frozenset()}
 
 
 class Scorer:
@@ -32,9 +36,11 @@ class Scorer:
         reason: str = "judge",
         verdict_max_tokens: int = 96,
         reason_max_tokens: int = 128,
+        claim_reasons: str = "all",
         id: str | None = None,
     ) -> None:
         check_option("reason mode", reason, REASON_MODES)
+        check_option("claim_reasons", claim_reasons, CLAIM_REASON_MODES)
         if id is not None:
             if not isinstance(id, str) or not id.strip():
                 raise ValueError(f"a scorer id must be a non-empty string, not {id!r}")
@@ -45,6 +51,7 @@ class Scorer:
         self.reason_mode = reason
         self.verdict_max_tokens = verdict_max_tokens
         self.reason_max_tokens = reason_max_tokens
+        self.claim_reasons = claim_reasons
 
     @property
     def judge(self) -> Judge:
@@ -89,8 +96,22 @@ class Scorer:
     ) -> tuple[list[GenerationResult], str]:
         """One request per prompt, run together as `step`: the results in prompt order, and
         the literal text of the first prompt (what the result reports as the step's prompt)."""
-        requests = [self.judge_request(parts, schema, max_tokens) for parts in prompts]
+        reasons_for = _REASONS_FOR[self.claim_reasons] if step == "analyze" else None
+        requests = [
+            self.judge.prompt_request(parts, schema, max_tokens, reasons_for=reasons_for)
+            for parts in prompts
+        ]
         return await self.ask(step, requests, usage), requests[0].prompt
+
+    def verdict_reason(self, result: GenerationResult, verdict: str, skipped_text: str) -> dict:
+        """A verdict's reason: the judge's text, or when `claim_reasons` skipped it, a short
+        template text, and (unless every reason was asked for) which of the two it is."""
+        if result.reason_skipped:
+            return {"reason": skipped_text, "reasonBy": "template"}
+        reason = {"reason": result.value["reason"]}
+        if self.claim_reasons != "all":
+            reason["reasonBy"] = "judge"
+        return reason
 
     async def reason(
         self, fallback: str, parts: PromptParts | None, usage: dict[str, StepUsage]

@@ -129,11 +129,19 @@ class HallucinationScorer(Scorer):
         verdicts = []
         for claim, result in zip(claims, results, strict=True):
             verdict = decide(result, threshold)
+            skipped = (
+                f"Not explained (claim_reasons={self.claim_reasons}): the judge found this "
+                + (
+                    "claim hallucinated."
+                    if result.value["verdict"] == "yes"
+                    else "claim supported."
+                )
+            )
             verdicts.append(
                 {
                     "statement": claim,
                     "verdict": verdict,
-                    "reason": result.value["reason"],
+                    **self.verdict_reason(result, verdict, skipped),
                     "confidence": verdict_confidence(result, verdict),
                 }
             )
@@ -162,6 +170,8 @@ class HallucinationScorer(Scorer):
             usage,
         )
         details: dict[str, Any] = {"extraction": mode, "scale": self.scale}
+        if self.claim_reasons != "all":
+            details["claimReasons"] = self.claim_reasons
         if truncated:
             details["truncated"] = truncated
         return self.result(

@@ -114,13 +114,17 @@ class ToxicityScorer(Scorer):
                 category, severity = (
                     ("unspecified", "mild") if verdict == "yes" else ("none", "none")
                 )
+            skipped = (
+                f"Not explained (claim_reasons={self.claim_reasons}): the judge found this "
+                + ("statement toxic." if result.value["verdict"] == "yes" else "statement civil.")
+            )
             verdicts.append(
                 {
                     "statement": statement,
                     "verdict": verdict,
                     "category": category,
                     "severity": severity,
-                    "reason": result.value["reason"],
+                    **self.verdict_reason(result, verdict, skipped),
                     "confidence": verdict_confidence(result, verdict),
                 }
             )
@@ -133,6 +137,7 @@ class ToxicityScorer(Scorer):
         statements, truncated = cap(statements, self.max_statements, "statements")
         usage: dict[str, StepUsage] = {}
         details: dict[str, Any] = {
+            **({"claimReasons": self.claim_reasons} if self.claim_reasons != "all" else {}),
             "scoreMode": self.score_mode,
             "severityWeights": SEVERITY_WEIGHTS,
             "scale": self.scale,
