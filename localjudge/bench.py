@@ -1,10 +1,17 @@
-"""`localjudge bench`: one workload run three ways in one process, reported as ratios.
+"""`localjudge bench`: judge workloads run several ways in one run, reported as ratios.
 
 (a) outlines' own llama.cpp integration (`outlines.from_llamacpp` + `outlines.Generator`),
     one claim at a time: the path a user would write with the same packages;
 (b) our scheduler with one slot;
-(c) our scheduler with N slots.
-Every way gets the same prompt texts, schema, token budget and greedy decoding.
+(c) our scheduler with N slots;
+(f) (c) with verdict-first lazy reasons: only "yes" verdicts are explained;
+(s) llama.cpp's own `llama-server` (given with --llama-server), tuned: N parallel slots,
+    unified KV cache, full SWA cache, prompt caching, its own JSON-schema grammar, N
+    requests in flight; one warm-up round is not counted.
+Every way gets the same prompt texts, schema, token budget and greedy decoding. Workloads:
+`single` (one context, many claims), `multi` (a few contexts), `rag` (24+ long contexts of
+~1,500 tokens, 6 claims each) and `scorer` (the whole hallucination scorer over items:
+judge-extracted claims, verdicts and a reason; ways c and f; its unit is the item).
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ class WayResult:
     valid: int  # replies that parse and match the schema
     gen_phase_tok_s: float | None = None  # output tokens/s in steps without prompt tokens
     tokens_forced: int | None = None  # output tokens appended by jump-forward (no logits)
+    prefill_tok_s: float | None = None  # prompt tokens/s in steps that evaluated prompts
+    rounds: list[float] = field(default_factory=list)  # wall seconds of each measured round
 
     @property
     def claims_per_s(self) -> float:
@@ -121,6 +130,12 @@ def _prompts(judge: Judge, items) -> list[tuple[str, str]]:
     ]
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def run_scheduler_way(
     model_path: Path,
     items,
@@ -131,7 +146,11 @@ def run_scheduler_way(
     n_ctx: int,
     label: str,
     gpu_layers: int | None = None,
+    reasons_for: frozenset[str] | None = None,
+    rounds: int = 1,
 ) -> WayResult:
+    """Our scheduler on the workload's claims; the median of `rounds` rounds, each on an
+    idle judge (no prefix kept between rounds)."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
@@ -145,30 +164,201 @@ def run_scheduler_way(
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)
-        requests = [
-            judge.request(s, grammar, prefix=p, max_tokens=max_tokens)
-            for p, s in _prompts(judge, items)
-        ]
-        start = time.perf_counter()
-        outcomes = judge.generate_many(requests)
-        wall = time.perf_counter() - start
+        walls, valid = [], []
+        for _ in range(rounds):
+            requests = [
+                judge.request(s, grammar, prefix=p, max_tokens=max_tokens, reasons_for=reasons_for)
+                for p, s in _prompts(judge, items)
+            ]
+            start = time.perf_counter()
+            outcomes = judge.generate_many(requests)
+            walls.append(time.perf_counter() - start)
+            valid.append(
+                sum(
+                    1
+                    for o in outcomes
+                    if not isinstance(o, Exception) and _is_valid(o.text, schema)
+                )
+            )
         stats = judge.runtime.stats  # this judge did nothing else: its totals are the way's
-        valid = sum(
-            1 for o in outcomes if not isinstance(o, Exception) and _is_valid(o.text, schema)
-        )
         result = WayResult(
             way=label,
             claims=len(requests),
-            wall_s=wall,
-            prompt_tokens_evaluated=stats.num_prompt_tokens,
-            tokens_generated=stats.num_generated_tokens,
+            wall_s=_median(walls),
+            prompt_tokens_evaluated=stats.num_prompt_tokens // rounds,
+            tokens_generated=stats.num_generated_tokens // rounds,
             peak_rss_mib=0.0,
-            valid=valid,
+            valid=min(valid),  # the worst round
             gen_phase_tok_s=stats.generation_tokens_per_s,
-            tokens_forced=stats.num_forced_tokens,
+            tokens_forced=stats.num_forced_tokens // rounds,
+            prefill_tok_s=stats.prefill_tokens_per_s,
+            rounds=walls,
         )
     result.peak_rss_mib = rss.peak_mib
     return result
+
+
+def run_scorer_way(
+    model_path: Path,
+    items,
+    *,
+    slots: int,
+    threads: int | None,
+    n_ctx: int,
+    label: str,
+    gpu_layers: int | None = None,
+    claim_reasons: str = "all",
+    rounds: int = 1,
+) -> WayResult:
+    """The whole hallucination scorer (judge-extracted claims, a verdict per claim, a
+    judge-written reason) over items whose output states the workload's claims; the unit
+    is the item."""
+    from localjudge.evals.run import run_evals
+    from localjudge.scorers import create_hallucination_scorer
+
+    data = [{"output": " ".join(claims), "context": context} for context, claims in items]
+    with (
+        _PeakRss() as rss,
+        Judge.load(
+            model_path,
+            slots=slots,
+            max_prefixes=2 * len(items) + 2,
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_gpu_layers=gpu_layers,
+        ) as judge,
+    ):
+        scorer = create_hallucination_scorer(
+            judge, extraction="judge", reason="judge", claim_reasons=claim_reasons
+        )
+        walls, scored = [], []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            result = run_evals(data, [scorer])
+            walls.append(time.perf_counter() - start)
+            scored.append(sum(1 for item in result.items if item.ok))
+        stats = judge.runtime.stats
+        way = WayResult(
+            way=label,
+            claims=len(data),
+            wall_s=_median(walls),
+            prompt_tokens_evaluated=stats.num_prompt_tokens // rounds,
+            tokens_generated=stats.num_generated_tokens // rounds,
+            peak_rss_mib=0.0,
+            valid=min(scored),  # items scored (an error is not a score)
+            gen_phase_tok_s=stats.generation_tokens_per_s,
+            tokens_forced=stats.num_forced_tokens // rounds,
+            prefill_tok_s=stats.prefill_tokens_per_s,
+            rounds=walls,
+        )
+    way.peak_rss_mib = rss.peak_mib
+    return way
+
+
+def run_llama_server_way(
+    binary: Path,
+    model_path: Path,
+    prompts: list[str],
+    *,
+    slots: int,
+    threads: int | None,
+    max_tokens: int,
+    n_ctx: int,
+    rounds: int = 1,
+    gpu_layers: int | None = None,
+) -> WayResult:
+    """llama.cpp's own server, tuned as its users would: `slots` parallel slots over one
+    unified KV cache with the full SWA cache (so prompt caching works on Gemma 3), prompt
+    caching on, its JSON-schema grammar, `slots` requests in flight. One warm-up round
+    (not counted), then the median of `rounds` rounds."""
+    import socket
+    import subprocess
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from localjudge.engine.llama import physical_cores
+
+    schema = load_schema(SCHEMA)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        str(binary),
+        "-m", str(model_path),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "-np", str(slots),
+        "-c", str(n_ctx),
+        "-t", str(threads or physical_cores()),
+        "-ub", "256",
+        "-kvu",
+        "--swa-full",
+        "--no-webui",
+    ]  # fmt: skip
+    if gpu_layers is not None:
+        command += ["-ngl", str(gpu_layers)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+
+    def post(prompt: str) -> dict:
+        body = {
+            "prompt": prompt,
+            "n_predict": max_tokens,
+            "temperature": 0.0,
+            "json_schema": schema,
+            "cache_prompt": True,
+        }
+        request = urllib.request.Request(
+            f"{base}/completion",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=1800) as reply:
+            return json.loads(reply.read())
+
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # wait for the model to load
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=5) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                error = (
+                    server.stderr.read().decode(errors="replace")[-2000:] if server.stderr else ""
+                )
+                raise RuntimeError(f"llama-server did not start: {error}")
+            time.sleep(0.5)
+        with ThreadPoolExecutor(slots) as pool, _PeakRss() as rss:
+            list(pool.map(post, prompts))  # warm-up: not counted
+            walls, valid, evaluated, generated = [], [], 0, 0
+            for _ in range(rounds):
+                start = time.perf_counter()
+                replies = list(pool.map(post, prompts))
+                walls.append(time.perf_counter() - start)
+                valid.append(sum(_is_valid(r.get("content", ""), schema) for r in replies))
+                evaluated += sum(r.get("timings", {}).get("prompt_n", 0) for r in replies)
+                generated += sum(r.get("timings", {}).get("predicted_n", 0) for r in replies)
+        server_rss = psutil.Process(server.pid).memory_info().rss / (1 << 20)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    del rss
+    return WayResult(
+        way=f"s: llama-server -np {slots}",
+        claims=len(prompts),
+        wall_s=_median(walls),
+        prompt_tokens_evaluated=evaluated // rounds,
+        tokens_generated=generated // rounds,
+        peak_rss_mib=server_rss,
+        valid=min(valid),
+        rounds=walls,
+    )
 
 
 def run_outlines_way(
@@ -227,19 +417,48 @@ def run_bench(
     max_tokens: int = 48,
     n_ctx: int = 8192,
     gpu_layers: int | None = None,
+    llama_server: Path | None = None,
+    rounds: int = 1,
     progress: Callable[[str], None] = lambda message: None,
 ) -> list[WorkloadReport]:
     """Run the chosen ways on the chosen workloads. Our ways run first and outlines' last,
     so memory or threads the baseline leaves behind cannot slow ours."""
     resolved = resolve(model)
     reports = [WorkloadReport(workload=name) for name in workloads]
-    items_of = {name: workload_items(name, claims) for name in workloads}
+    items_of = {
+        name: workload_items("multi" if name == "scorer" else name, claims) for name in workloads
+    }
     for report in reports:
         items = items_of[report.workload]
-        for way, num_slots in (("c", slots), ("b", 1)):
+        if report.workload == "scorer":
+            for way, mode in (("c", "all"), ("f", "flagged")):
+                if way not in ways:
+                    continue
+                progress(f"scorer: ({way}) the hallucination scorer, claim_reasons={mode}")
+                report.ways.append(
+                    run_scorer_way(
+                        resolved.path,
+                        items,
+                        slots=slots,
+                        threads=threads,
+                        n_ctx=n_ctx,
+                        label=f"{way}: scorer x{slots}" + (", flagged" if way == "f" else ""),
+                        gpu_layers=gpu_layers,
+                        claim_reasons=mode,
+                        rounds=rounds,
+                    )
+                )
+                gc.collect()
+            continue
+        for way, num_slots, reasons_for in (
+            ("c", slots, None),
+            ("f", slots, frozenset({"yes"})),
+            ("b", 1, None),
+        ):
             if way not in ways:
                 continue
-            progress(f"{report.workload}: ({way}) scheduler with {num_slots} slot(s)")
+            label = f"{way}: scheduler x{num_slots}" + (", flagged" if way == "f" else "")
+            progress(f"{report.workload}: ({way}) {label[3:]}")
             report.ways.append(
                 run_scheduler_way(
                     resolved.path,
@@ -248,8 +467,10 @@ def run_bench(
                     threads=threads,
                     max_tokens=max_tokens,
                     n_ctx=n_ctx,
-                    label=f"{way}: scheduler x{num_slots}",
+                    label=label,
                     gpu_layers=gpu_layers,
+                    reasons_for=reasons_for,
+                    rounds=rounds if way != "b" else 1,
                 )
             )
             gc.collect()
@@ -259,7 +480,8 @@ def run_bench(
                 report.engine_tok_s[n_seqs] = raw_decode_tokens_per_s(
                     resolved.path, n_seqs, threads=threads, gpu_layers=gpu_layers
                 )
-    if "a" in ways:
+    text_workloads = [w for w in workloads if w != "scorer"]
+    if ("a" in ways or "s" in ways) and text_workloads:
         with Judge.load(
             resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
         ) as judge:
@@ -267,20 +489,38 @@ def run_bench(
                 name: [
                     "".join(prefix) + suffix for prefix, suffix in _prompts(judge, items_of[name])
                 ]
-                for name in workloads
+                for name in text_workloads
             }
         for report in reports:
-            progress(f"{report.workload}: (a) outlines, one claim at a time")
-            report.ways.append(
-                run_outlines_way(
-                    resolved.path,
-                    texts_of[report.workload],
-                    threads=threads,
-                    max_tokens=max_tokens,
-                    n_ctx=n_ctx,
-                    gpu_layers=gpu_layers,
+            if report.workload == "scorer":
+                continue
+            if "s" in ways and llama_server is not None:
+                progress(f"{report.workload}: (s) llama-server, {slots} slots")
+                report.ways.append(
+                    run_llama_server_way(
+                        llama_server,
+                        resolved.path,
+                        texts_of[report.workload],
+                        slots=slots,
+                        threads=threads,
+                        max_tokens=max_tokens,
+                        n_ctx=n_ctx,
+                        rounds=rounds,
+                        gpu_layers=gpu_layers,
+                    )
                 )
-            )
+            if "a" in ways:
+                progress(f"{report.workload}: (a) outlines, one claim at a time")
+                report.ways.append(
+                    run_outlines_way(
+                        resolved.path,
+                        texts_of[report.workload],
+                        threads=threads,
+                        max_tokens=max_tokens,
+                        n_ctx=n_ctx,
+                        gpu_layers=gpu_layers,
+                    )
+                )
             gc.collect()
     for report in reports:
         report.ways.sort(key=lambda w: w.way)
@@ -340,6 +580,9 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
                 "ways": [w.to_dict() for w in r.ways],
                 "ratio_c_over_a": r.ratio("c", "a"),
                 "ratio_c_over_b": r.ratio("c", "b"),
+                "ratio_c_over_s": r.ratio("c", "s"),
+                "ratio_f_over_s": r.ratio("f", "s"),
+                "ratio_f_over_c": r.ratio("f", "c"),
                 "engine_decode_tok_s": r.engine_tok_s,
             }
             for r in reports

@@ -139,4 +139,75 @@ def workload_items(name: str, num_claims: int) -> list[tuple[list[str], list[str
             (context, [claims[i % len(claims)] for i in range(per_item)])
             for context, claims in MULTI_ITEMS
         ]
-    raise ValueError(f"unknown workload: {name} (known: single, multi)")
+    if name == "rag":  # 6 claims per item, as many items as needed (at least 24)
+        return rag_items(max(24, -(-num_claims // 6)))
+    raise ValueError(f"unknown workload: {name} (known: single, multi, rag)")
+
+
+# -- rag: long retrieved contexts, a few claims each (generated, no data files) ------------
+
+_TOWNS = ["Aldmere", "Brisk", "Carrow", "Dunmore", "Elsby", "Farrow", "Glenholt", "Harlow"]
+_THINGS = [
+    ("water treatment plant", "cubic metres of water a day"),
+    ("wind farm", "megawatt-hours a year"),
+    ("regional hospital", "patients a year"),
+    ("container port", "containers a month"),
+    ("public library", "loans a year"),
+    ("tram network", "passengers a day"),
+]
+_TOPICS = [
+    "The {name} employs {a} people, {b} of them in maintenance.",
+    "Its annual budget in {year} was {a} million euros, {b} percent more than the year before.",
+    "An inspection in {year} found {a} minor faults and no major ones.",
+    "The site covers {a} hectares, of which {b} are kept as a nature reserve.",
+    "A training programme started in {year} has so far certified {a} technicians.",
+    "The control room is staffed by {b} operators on each of its {a} daily shifts.",
+    "In {year} the operator signed a supply contract worth {a} million euros.",
+    "Noise measurements at the fence stayed below {a} decibels on {b} of 365 days.",
+    "The oldest machine still in use was installed in {year} and has run {a} thousand hours.",
+    "Visitor tours run on {b} days a month and drew {a} visitors last year.",
+]
+
+
+def _rag_item(index: int) -> tuple[list[str], list[str]]:
+    """One item: ~1,500 tokens of report text about one facility, and 6 claims about it
+    (3 copied from the text, 3 with a number changed)."""
+    import random
+
+    rng = random.Random(index)
+    town = _TOWNS[index % len(_TOWNS)]
+    thing, unit = _THINGS[index % len(_THINGS)]
+    name = f"{town} {thing}"
+    opened = rng.randint(1950, 2015)
+    output = rng.randint(2, 900) * 100
+    context = [
+        f"The {name} opened in {opened} and produces or handles about {output:,} {unit}.",
+    ]
+    for section in range(7):
+        for template in _TOPICS:
+            context.append(
+                template.format(
+                    name=name,
+                    year=rng.randint(opened, 2024),
+                    a=rng.randint(3, 950),
+                    b=rng.randint(2, 60),
+                )
+            )
+        context.append(
+            f"Section {section + 2} of the {opened + section + 1} annual report ends here."
+        )
+    picks = rng.sample(range(1, len(context)), 6)
+    claims = []
+    for n, at in enumerate(picks):
+        sentence = context[at]
+        if n % 2:  # change one number: a claim the text does not support
+            numbers = [w for w in sentence.split() if w.rstrip(".,").isdigit()]
+            if numbers:
+                old = numbers[-1].rstrip(".,")
+                sentence = sentence.replace(old, str(int(old) + 7), 1)
+        claims.append(sentence)
+    return context, claims
+
+
+def rag_items(num_items: int = 24) -> list[tuple[list[str], list[str]]]:
+    return [_rag_item(i) for i in range(num_items)]

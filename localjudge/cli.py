@@ -819,14 +819,29 @@ def demo(model: str | None) -> None:
     "--workload",
     "workloads",
     multiple=True,
-    type=click.Choice(["single", "multi"]),
-    help="Workloads to run (default: both).",
+    type=click.Choice(["single", "multi", "rag", "scorer"]),
+    help="Workloads to run (default: single and multi).",
 )
 @click.option(
     "--ways",
     default="abc",
     show_default=True,
-    help="Which ways to run: a (outlines), b (x1), c (xN).",
+    help="Which ways to run: a (outlines), b (x1), c (xN), f (xN, only flagged verdicts "
+    "explained), s (llama-server; needs --llama-server).",
+)
+@click.option(
+    "--llama-server",
+    "llama_server",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A llama-server binary for way s (../shared/tools/build_llama_server.sh builds one).",
+)
+@click.option(
+    "--rounds",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 20),
+    help="Measured rounds per way (c, f, s); the median is reported.",
 )
 @click.option(
     "--max-tokens",
@@ -837,19 +852,35 @@ def demo(model: str | None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bench(
-    model, gpu_layers, n_ctx, threads, slots, claims, workloads, ways, max_tokens, as_json
+    model,
+    gpu_layers,
+    n_ctx,
+    threads,
+    slots,
+    claims,
+    workloads,
+    ways,
+    llama_server,
+    rounds,
+    max_tokens,
+    as_json,
 ) -> None:
-    """Run one judge workload three ways in this process and compare them.
+    """Run judge workloads several ways in one run and compare them.
 
     (a) outlines' own llama.cpp integration, one claim at a time; (b) our scheduler with one
-    slot; (c) our scheduler with --slots slots. Same prompts, schema, budget, greedy.
+    slot; (c) our scheduler with --slots slots; (f) (c) explaining only "yes" verdicts;
+    (s) llama.cpp's llama-server, tuned. Same prompts, schema, budget, greedy. Workloads:
+    single, multi, rag (24+ contexts of ~1,500 tokens), scorer (the whole hallucination
+    scorer; ways c and f; per item).
     """
     from localjudge.bench import reports_to_json, run_bench
     from localjudge.engine import llama_build_info
     from localjudge.registry import resolve
 
-    if not ways or set(ways) - set("abc"):
-        raise click.BadParameter("use letters from 'abc'", param_hint="--ways")
+    if not ways or set(ways) - set("abcfs"):
+        raise click.BadParameter("use letters from 'abcfs'", param_hint="--ways")
+    if "s" in ways and llama_server is None:
+        raise click.BadParameter("way s needs --llama-server PATH", param_hint="--ways")
     resolved = resolve(model)
     progress = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
     reports = run_bench(
@@ -862,10 +893,17 @@ def bench(
         max_tokens=max_tokens,
         n_ctx=n_ctx or 8192,
         gpu_layers=gpu_layers,
+        llama_server=Path(llama_server) if llama_server else None,
+        rounds=rounds,
         progress=progress,
     )
     info = llama_build_info()
-    meta = {"threads": threads or info["physical_cores"], "slots": slots, "max_tokens": max_tokens}
+    meta = {
+        "threads": threads or info["physical_cores"],
+        "slots": slots,
+        "max_tokens": max_tokens,
+        "rounds": rounds,
+    }
     if as_json:
         click.echo(json.dumps(reports_to_json(reports, model=resolved.name, meta=meta), indent=2))
         return
@@ -877,13 +915,15 @@ def bench(
         table = Table(
             title=f"{report.workload} workload, {resolved.name}, {meta['threads']} threads"
         )
+        unit = "items/s" if report.workload == "scorer" else "claims/s"
         for column in (
             "way",
             "wall s",
-            "claims/s",
+            unit,
             "prompt tok eval",
+            "prefill tok/s",
             "tok gen",
-            "tok/s",
+            "gen-phase tok/s",
             "peak RSS MiB",
             "valid",
         ):
@@ -894,17 +934,17 @@ def bench(
                 f"{way.wall_s:.2f}",
                 f"{way.claims_per_s:.2f}",
                 str(way.prompt_tokens_evaluated),
+                "" if way.prefill_tok_s is None else f"{way.prefill_tok_s:.0f}",
                 str(way.tokens_generated),
-                f"{way.tokens_per_s:.1f}",
                 "" if way.gen_phase_tok_s is None else f"{way.gen_phase_tok_s:.1f}",
                 f"{way.peak_rss_mib:.0f}",
                 f"{way.share_valid:.0%}",
             )
         console.print(table)
-        for a, b in (("c", "a"), ("c", "b")):
+        for a, b in (("c", "a"), ("c", "b"), ("c", "s"), ("f", "s"), ("f", "c")):
             ratio = report.ratio(a, b)
             if ratio is not None:
-                console.print(f"  ({a})/({b}) claims/s: {ratio:.2f}x")
+                console.print(f"  ({a})/({b}) {unit}: {ratio:.2f}x")
         for n_seqs, rate in report.engine_tok_s.items():
             console.print(
                 f"  bare engine decode, {n_seqs} seq, shared 347-token prompt: {rate:.1f} tok/s"

@@ -503,7 +503,10 @@ class Scheduler:
         stats.num_steps += 1
         stats.num_prompt_tokens += step.num_prompt_tokens
         stats.decode_seconds += output.seconds
-        if step.num_prompt_tokens == 0 and step.num_output_tokens:
+        if step.num_prompt_tokens:
+            stats.prefill_steps += 1
+            stats.prefill_seconds += output.seconds
+        elif step.num_output_tokens:
             stats.generation_steps += 1
             stats.generation_tokens += step.num_output_tokens
             stats.generation_seconds += output.seconds

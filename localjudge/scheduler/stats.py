@@ -18,6 +18,14 @@ class SchedulerStats:
     generation_steps: int = 0  # steps that carried output tokens only (no prompt tokens)
     generation_tokens: int = 0  # output tokens fed in those steps
     generation_seconds: float = 0.0  # engine time of those steps
+    prefill_steps: int = 0  # steps that carried prompt tokens (maybe output tokens too)
+    prefill_seconds: float = 0.0  # engine time of those steps
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        """Prompt tokens per second of the steps that evaluated prompt tokens (a lower
+        bound: such steps may also carry output tokens)."""
+        return self.num_prompt_tokens / self.prefill_seconds if self.prefill_seconds else 0.0
 
     @property
     def generation_tokens_per_s(self) -> float:
