@@ -273,6 +273,7 @@ def run_llama_server_way(
     (not counted), then the median of `rounds` rounds."""
     import socket
     import subprocess
+    import tempfile
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
@@ -297,7 +298,8 @@ def run_llama_server_way(
     ]  # fmt: skip
     if gpu_layers is not None:
         command += ["-ngl", str(gpu_layers)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed below); a file never blocks the server
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
 
     def post(prompt: str) -> dict:
@@ -326,9 +328,8 @@ def run_llama_server_way(
             except OSError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                error = (
-                    server.stderr.read().decode(errors="replace")[-2000:] if server.stderr else ""
-                )
+                log.seek(0)
+                error = log.read().decode(errors="replace")[-2000:]
                 raise RuntimeError(f"llama-server did not start: {error}")
             time.sleep(0.5)
         with ThreadPoolExecutor(slots) as pool, _PeakRss() as rss:
@@ -348,6 +349,8 @@ def run_llama_server_way(
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+            server.wait()
+        log.close()
     del rss
     return WayResult(
         way=f"s: llama-server -np {slots}",

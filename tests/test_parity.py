@@ -200,12 +200,14 @@ def write_jsonl(path: Path, rows) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", ["score", "eval", "bench", "doctor", "quality"])
+@pytest.mark.parametrize(
+    "command", ["score", "eval", "bench", "doctor", "quality", "calibrate", "serve"]
+)
 def test_every_command_takes_the_engine_options(command):
     help_text = CliRunner().invoke(cli, [command, "--help"]).output
     for flag in ("--model", "--gpu-layers", "--ctx", "--threads"):
         assert flag in help_text, (command, flag)
-    if command in ("eval", "bench", "quality"):
+    if command in ("eval", "bench", "quality", "calibrate", "serve"):
         assert "--slots" in help_text
 
 
