@@ -5,6 +5,9 @@
 (b) our scheduler with one slot;
 (c) our scheduler with N slots;
 (f) (c) with verdict-first lazy reasons: only "yes" verdicts are explained;
+(n) (c) with no reason at all: the verdict alone (the ceiling of lazy reasons);
+(w) (c) measured as (s) is: evaluated prefixes kept (`cache_prefixes`), the same KV cells
+    as the server gets, one warm-up round not counted;
 (s) llama.cpp's own `llama-server` (given with --llama-server), tuned: N parallel slots,
     unified KV cache, full SWA cache, prompt caching, its own JSON-schema grammar, N
     requests in flight; one warm-up round is not counted.
@@ -51,6 +54,7 @@ class WayResult:
     tokens_forced: int | None = None  # output tokens appended by jump-forward (no logits)
     prefill_tok_s: float | None = None  # prompt tokens/s in steps that evaluated prompts
     rounds: list[float] = field(default_factory=list)  # wall seconds of each measured round
+    errors: list[str] = field(default_factory=list)  # the first few failed replies
 
     @property
     def claims_per_s(self) -> float:
@@ -136,6 +140,16 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
+def _difference(after, before):
+    """The counters of what happened between two snapshots of `SchedulerStats`."""
+    return type(after)(
+        **{
+            name: getattr(after, name) - getattr(before, name)
+            for name in after.__dataclass_fields__
+        }
+    )
+
+
 def run_scheduler_way(
     model_path: Path,
     items,
@@ -148,9 +162,12 @@ def run_scheduler_way(
     gpu_layers: int | None = None,
     reasons_for: frozenset[str] | None = None,
     rounds: int = 1,
+    warm: bool = False,
 ) -> WayResult:
     """Our scheduler on the workload's claims; the median of `rounds` rounds, each on an
-    idle judge (no prefix kept between rounds)."""
+    idle judge (no prefix kept between rounds). `warm`: as llama-server is measured, the
+    judge keeps evaluated prefixes (`cache_prefixes`) and one warm-up round is not
+    counted."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
@@ -161,9 +178,18 @@ def run_scheduler_way(
             n_ctx=n_ctx,
             n_threads=threads,
             n_gpu_layers=gpu_layers,
+            cache_prefixes=warm,
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)
+        if warm:  # the warm-up round: not counted
+            judge.generate_many(
+                [
+                    judge.request(s, grammar, prefix=p, max_tokens=max_tokens)
+                    for p, s in _prompts(judge, items)
+                ]
+            )
+        before = judge.runtime.stats
         walls, valid = [], []
         for _ in range(rounds):
             requests = [
@@ -180,7 +206,7 @@ def run_scheduler_way(
                     if not isinstance(o, Exception) and _is_valid(o.text, schema)
                 )
             )
-        stats = judge.runtime.stats  # this judge did nothing else: its totals are the way's
+        stats = _difference(judge.runtime.stats, before)
         result = WayResult(
             way=label,
             claims=len(requests),
@@ -255,6 +281,12 @@ def run_scorer_way(
     return way
 
 
+def server_ctx(slots: int, prompts: list[str], max_tokens: int, n_ctx: int) -> int:
+    """KV cells for llama-server: every slot keeps its own prompt cached, so room for all
+    of them (ours admits by the cells it has instead); ~3 characters a token, generously."""
+    return max(n_ctx, slots * (max(len(p) for p in prompts) // 3 + max_tokens + 64))
+
+
 def run_llama_server_way(
     binary: Path,
     model_path: Path,
@@ -274,6 +306,7 @@ def run_llama_server_way(
     import socket
     import subprocess
     import tempfile
+    import urllib.error
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
@@ -289,7 +322,7 @@ def run_llama_server_way(
         "--host", "127.0.0.1",
         "--port", str(port),
         "-np", str(slots),
-        "-c", str(n_ctx),
+        "-c", str(server_ctx(slots, prompts, max_tokens, n_ctx)),
         "-t", str(threads or physical_cores()),
         "-ub", "256",
         "-kvu",
@@ -315,8 +348,11 @@ def run_llama_server_way(
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=1800) as reply:
-            return json.loads(reply.read())
+        try:
+            with urllib.request.urlopen(request, timeout=1800) as reply:
+                return json.loads(reply.read())
+        except urllib.error.HTTPError as error:  # counted as an invalid reply, kept on record
+            return {"error": f"HTTP {error.code}: {error.read().decode(errors='replace')[:300]}"}
 
     try:
         deadline = time.monotonic() + 300
@@ -334,12 +370,13 @@ def run_llama_server_way(
             time.sleep(0.5)
         with ThreadPoolExecutor(slots) as pool, _PeakRss() as rss:
             list(pool.map(post, prompts))  # warm-up: not counted
-            walls, valid, evaluated, generated = [], [], 0, 0
+            walls, valid, evaluated, generated, errors = [], [], 0, 0, []
             for _ in range(rounds):
                 start = time.perf_counter()
                 replies = list(pool.map(post, prompts))
                 walls.append(time.perf_counter() - start)
                 valid.append(sum(_is_valid(r.get("content", ""), schema) for r in replies))
+                errors += [r["error"] for r in replies if "error" in r]
                 evaluated += sum(r.get("timings", {}).get("prompt_n", 0) for r in replies)
                 generated += sum(r.get("timings", {}).get("predicted_n", 0) for r in replies)
         server_rss = psutil.Process(server.pid).memory_info().rss / (1 << 20)
@@ -361,6 +398,7 @@ def run_llama_server_way(
         peak_rss_mib=server_rss,
         valid=min(valid),
         rounds=walls,
+        errors=errors[:3],
     )
 
 
@@ -412,7 +450,7 @@ def run_outlines_way(
 def run_bench(
     model: str | None = None,
     *,
-    slots: int = 16,
+    slots: int = 32,
     threads: int | None = None,
     claims: int = 32,
     workloads: tuple[str, ...] = ("single", "multi"),
@@ -431,6 +469,18 @@ def run_bench(
     items_of = {
         name: workload_items("multi" if name == "scorer" else name, claims) for name in workloads
     }
+    text_workloads = [w for w in workloads if w != "scorer"]
+    texts_of: dict[str, list[str]] = {}
+    if set(ways) & set("asw") and text_workloads:  # the prompts as whole texts
+        with Judge.load(
+            resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
+        ) as judge:
+            texts_of = {
+                name: [
+                    "".join(prefix) + suffix for prefix, suffix in _prompts(judge, items_of[name])
+                ]
+                for name in text_workloads
+            }
     for report in reports:
         items = items_of[report.workload]
         if report.workload == "scorer":
@@ -456,11 +506,14 @@ def run_bench(
         for way, num_slots, reasons_for in (
             ("c", slots, None),
             ("f", slots, frozenset({"yes"})),
+            ("n", slots, frozenset()),
+            ("w", slots, None),
             ("b", 1, None),
         ):
             if way not in ways:
                 continue
-            label = f"{way}: scheduler x{num_slots}" + (", flagged" if way == "f" else "")
+            mode = {"f": ", flagged", "n": ", no reasons", "w": ", warm cache"}.get(way, "")
+            label = f"{way}: scheduler x{num_slots}{mode}"
             progress(f"{report.workload}: ({way}) {label[3:]}")
             report.ways.append(
                 run_scheduler_way(
@@ -469,11 +522,14 @@ def run_bench(
                     slots=num_slots,
                     threads=threads,
                     max_tokens=max_tokens,
-                    n_ctx=n_ctx,
+                    n_ctx=server_ctx(slots, texts_of[report.workload], max_tokens, n_ctx)
+                    if way == "w"
+                    else n_ctx,
                     label=label,
                     gpu_layers=gpu_layers,
                     reasons_for=reasons_for,
                     rounds=rounds if way != "b" else 1,
+                    warm=way == "w",
                 )
             )
             gc.collect()
@@ -483,17 +539,7 @@ def run_bench(
                 report.engine_tok_s[n_seqs] = raw_decode_tokens_per_s(
                     resolved.path, n_seqs, threads=threads, gpu_layers=gpu_layers
                 )
-    text_workloads = [w for w in workloads if w != "scorer"]
     if ("a" in ways or "s" in ways) and text_workloads:
-        with Judge.load(
-            resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
-        ) as judge:
-            texts_of = {
-                name: [
-                    "".join(prefix) + suffix for prefix, suffix in _prompts(judge, items_of[name])
-                ]
-                for name in text_workloads
-            }
         for report in reports:
             if report.workload == "scorer":
                 continue
@@ -586,6 +632,8 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
                 "ratio_c_over_s": r.ratio("c", "s"),
                 "ratio_f_over_s": r.ratio("f", "s"),
                 "ratio_f_over_c": r.ratio("f", "c"),
+                "ratio_n_over_s": r.ratio("n", "s"),
+                "ratio_w_over_s": r.ratio("w", "s"),
                 "engine_decode_tok_s": r.engine_tok_s,
             }
             for r in reports

@@ -56,7 +56,7 @@ def engine_options(*, slots: bool = False, slots_default: int | None = None):
                 type=click.IntRange(1, MAX_SLOTS),
                 default=slots_default,
                 show_default=slots_default is not None,
-                help="Sequences per decode (default: the model's recommendation, else 16).",
+                help="Sequences per decode (default: the model's recommendation, else 32).",
             )
         )
 
@@ -807,7 +807,7 @@ def demo(model: str | None) -> None:
 
 
 @cli.command()
-@engine_options(slots=True, slots_default=16)
+@engine_options(slots=True, slots_default=32)
 @click.option(
     "--claims",
     default=32,
@@ -827,7 +827,8 @@ def demo(model: str | None) -> None:
     default="abc",
     show_default=True,
     help="Which ways to run: a (outlines), b (x1), c (xN), f (xN, only flagged verdicts "
-    "explained), s (llama-server; needs --llama-server).",
+    "explained), n (xN, no reasons), w (xN, warm prefix cache, as s is measured), "
+    "s (llama-server; needs --llama-server).",
 )
 @click.option(
     "--llama-server",
@@ -877,8 +878,8 @@ def bench(
     from localjudge.engine import llama_build_info
     from localjudge.registry import resolve
 
-    if not ways or set(ways) - set("abcfs"):
-        raise click.BadParameter("use letters from 'abcfs'", param_hint="--ways")
+    if not ways or set(ways) - set("abcfnsw"):
+        raise click.BadParameter("use letters from 'abcfnsw'", param_hint="--ways")
     if "s" in ways and llama_server is None:
         raise click.BadParameter("way s needs --llama-server PATH", param_hint="--ways")
     resolved = resolve(model)
@@ -941,7 +942,8 @@ def bench(
                 f"{way.share_valid:.0%}",
             )
         console.print(table)
-        for a, b in (("c", "a"), ("c", "b"), ("c", "s"), ("f", "s"), ("f", "c")):
+        pairs = (("c", "a"), ("c", "b"), ("c", "s"), ("f", "s"), ("n", "s"), ("w", "s"), ("f", "c"))
+        for a, b in pairs:
             ratio = report.ratio(a, b)
             if ratio is not None:
                 console.print(f"  ({a})/({b}) {unit}: {ratio:.2f}x")
