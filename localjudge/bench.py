@@ -150,6 +150,27 @@ def _difference(after, before):
     )
 
 
+def _measured(
+    label: str, units: int, walls: list[float], valid: int, stats, peak_rss_mib: float
+) -> WayResult:
+    """A way of ours from its rounds' wall times and the judge's counters over them
+    (token counts per round)."""
+    rounds = len(walls)
+    return WayResult(
+        way=label,
+        claims=units,
+        wall_s=_median(walls),
+        prompt_tokens_evaluated=stats.num_prompt_tokens // rounds,
+        tokens_generated=stats.num_generated_tokens // rounds,
+        peak_rss_mib=peak_rss_mib,
+        valid=valid,
+        gen_phase_tok_s=stats.generation_tokens_per_s,
+        tokens_forced=stats.num_forced_tokens // rounds,
+        prefill_tok_s=stats.prefill_tokens_per_s,
+        rounds=walls,
+    )
+
+
 def run_scheduler_way(
     model_path: Path,
     items,
@@ -207,21 +228,7 @@ def run_scheduler_way(
                 )
             )
         stats = _difference(judge.runtime.stats, before)
-        result = WayResult(
-            way=label,
-            claims=len(requests),
-            wall_s=_median(walls),
-            prompt_tokens_evaluated=stats.num_prompt_tokens // rounds,
-            tokens_generated=stats.num_generated_tokens // rounds,
-            peak_rss_mib=0.0,
-            valid=min(valid),  # the worst round
-            gen_phase_tok_s=stats.generation_tokens_per_s,
-            tokens_forced=stats.num_forced_tokens // rounds,
-            prefill_tok_s=stats.prefill_tokens_per_s,
-            rounds=walls,
-        )
-    result.peak_rss_mib = rss.peak_mib
-    return result
+    return _measured(label, len(requests), walls, min(valid), stats, rss.peak_mib)
 
 
 def run_scorer_way(
@@ -264,21 +271,8 @@ def run_scorer_way(
             walls.append(time.perf_counter() - start)
             scored.append(sum(1 for item in result.items if item.ok))
         stats = judge.runtime.stats
-        way = WayResult(
-            way=label,
-            claims=len(data),
-            wall_s=_median(walls),
-            prompt_tokens_evaluated=stats.num_prompt_tokens // rounds,
-            tokens_generated=stats.num_generated_tokens // rounds,
-            peak_rss_mib=0.0,
-            valid=min(scored),  # items scored (an error is not a score)
-            gen_phase_tok_s=stats.generation_tokens_per_s,
-            tokens_forced=stats.num_forced_tokens // rounds,
-            prefill_tok_s=stats.prefill_tokens_per_s,
-            rounds=walls,
-        )
-    way.peak_rss_mib = rss.peak_mib
-    return way
+    # valid: the items scored in the worst round (an error is not a score)
+    return _measured(label, len(data), walls, min(scored), stats, rss.peak_mib)
 
 
 def server_ctx(slots: int, prompts: list[str], max_tokens: int, n_ctx: int) -> int:

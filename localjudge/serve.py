@@ -104,6 +104,12 @@ class Counters:
     def count(self, route: str, status: int) -> None:
         self.requests[(route, status)] = self.requests.get((route, status), 0) + 1
 
+    def enter(self, limit: int) -> None:
+        """Count a request in flight, or refuse it (503) when `limit` are already."""
+        if self.in_flight >= limit:
+            raise ServeError(503, "overloaded", f"{limit} requests already in flight")
+        self.in_flight += 1
+
 
 def metrics_text(judge: Judge, counters: Counters) -> str:
     """Prometheus exposition text of the scheduler and the server."""
@@ -203,9 +209,7 @@ def create_app(
     async def guarded(request: Request, work: Callable[[], Awaitable[Any]]) -> Any:
         """Run `work()` within the timeout; cancel it (its requests leave the scheduler) when
         the client goes away."""
-        if counters.in_flight >= max_in_flight:
-            raise ServeError(503, "overloaded", f"{max_in_flight} requests already in flight")
-        counters.in_flight += 1
+        counters.enter(max_in_flight)
         task = asyncio.ensure_future(work())
         watcher = asyncio.ensure_future(until_disconnect(request))
         try:
@@ -426,9 +430,7 @@ def create_app(
             prompt_schema,
             on_text=lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text),
         )
-        if counters.in_flight >= max_in_flight:
-            raise ServeError(503, "overloaded", f"{max_in_flight} requests already in flight")
-        counters.in_flight += 1
+        counters.enter(max_in_flight)
         future = asyncio.wrap_future(judge.submit(gen_request))
         deadline = loop.time() + request_timeout
 

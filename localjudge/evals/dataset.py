@@ -65,7 +65,7 @@ def read_dataset(path: str | Path, fields: dict[str, str] | None = None) -> Iter
     """
     seen: dict[str, int] = {}
     occurrences: Counter[str] = Counter()
-    for number, value, error in _records(path):
+    for number, value, error in read_records(path):
         if error is not None:
             yield DatasetRow(number, f"line:{number}", error=error)
             continue
@@ -103,8 +103,10 @@ def _mapped(value: dict, fields: dict[str, str]) -> dict:
     return mapped
 
 
-def _records(path: str | Path) -> Iterator[tuple[int, Any, str | None]]:
-    """(line number, parsed value, error) per non-empty line or CSV record."""
+def read_records(path: str | Path) -> Iterator[tuple[int, Any, str | None]]:
+    """(line number, parsed value, error) per non-empty line of a JSONL file (`-`: stdin) or
+    record of a CSV file (empty cells left out, `context` read as a JSON list or one text).
+    A file that is missing, not UTF-8 or not CSV raises `DatasetError`."""
     if str(path) == "-":
         yield from _jsonl_records(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8"), "stdin")
         return

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localjudge.quality.devsets import overlap_verdict, wordlist_verdict
-from localjudge.quality.labelled import RowError, _context, _label, auroc
+from localjudge.quality.labelled import (
+    RowError,
+    _context,
+    _label,
+    auroc,
+    left_out_lines,
+    ranks,
+)
 
 
 @dataclass(frozen=True)
@@ -82,22 +89,8 @@ def pearson(x: list[float], y: list[float]) -> float | None:
     return sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / math.sqrt(sxx * syy)
 
 
-def _ranks(values: list[float]) -> list[float]:
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
 def spearman(x: list[float], y: list[float]) -> float | None:
-    return pearson(_ranks(x), _ranks(y))
+    return pearson(ranks(x), ranks(y))
 
 
 def baseline_score(task: str, row: ItemRow) -> float:
@@ -163,16 +156,7 @@ class ItemReport:
             f"{self.task} scorer on {self.model} ({data['rows_per_second']:.2f} items/s), "
             f"labels are {data['labels']}"
         ]
-        if self.bad_rows:
-            first = self.bad_rows[0]
-            lines.append(
-                f"  {len(self.bad_rows)} unreadable rows left out (first: row {first.number}: {first.message})"
-            )
-        if self.item_errors:
-            number, error = self.item_errors[0]
-            lines.append(
-                f"  {len(self.item_errors)} items the scorer could not score left out (first: row {number}: {error})"
-            )
+        lines += left_out_lines(self.bad_rows, self.item_errors, "items the scorer could not score")
         lines.append(f"  {'':24} {'AUROC':>6} {'Pearson':>8} {'Spearman':>9}")
         for way, a in data["agreement"].items():
             cells = [

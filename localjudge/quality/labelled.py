@@ -10,12 +10,10 @@ that row's error: counted and reported, never judged, never fatal.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,26 +136,19 @@ def read_rows(path: str | Path, task: str) -> tuple[list, list[RowError]]:
     score whole) when the first readable row has an `output` and no `claim` or `text`."""
     if task not in TASKS:
         raise DataError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise DataError(f"{path}: {error.strerror or error}") from None
-    text = raw.decode("utf-8-sig", errors="replace")
-    records: Iterable[tuple[int, Any]]
-    if path.suffix.lower() == ".csv":
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        records = ((i, dict(record)) for i, record in enumerate(reader, start=1))
-    else:
-        records = _jsonl_records(text)
+    from localjudge.evals.dataset import DatasetError, read_records
     from localjudge.quality.items import is_item_record, item_row_of
 
     rows: list = []
     errors: list[RowError] = []
     parse = None  # verdict rows, or item rows when the first readable row is an item
-    for number, record in records:
-        if isinstance(record, RowError):
-            errors.append(record)
+    try:
+        records = list(read_records(path))
+    except DatasetError as error:
+        raise DataError(str(error)) from None
+    for number, record, unreadable in records:
+        if unreadable is not None:
+            errors.append(RowError(number, unreadable))
             continue
         if parse is None and isinstance(record, dict):
             parse = item_row_of if is_item_record(record) else row_of
@@ -169,16 +160,6 @@ def read_rows(path: str | Path, task: str) -> tuple[list, list[RowError]]:
         detail = f" ({len(errors)} unreadable; first: row {errors[0].number}: {errors[0].message})"
         raise DataError(f"{path}: no usable {task} row" + (detail if errors else ""))
     return rows, errors
-
-
-def _jsonl_records(text: str):
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except ValueError as error:
-            yield number, RowError(number, f"not JSON: {error}")
 
 
 def devset_rows(task: str) -> list[Row]:
@@ -260,23 +241,28 @@ def judge_rows(
 # -- agreement -------------------------------------------------------------------------------
 
 
+def ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
 def auroc(labels: list[bool], scores: list[float]) -> float | None:
     """Area under the ROC curve (ties count half); None without both classes."""
     positives = sum(labels)
     negatives = len(labels) - positives
     if positives == 0 or negatives == 0:
         return None
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    ranks = [0.0] * len(scores)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    positive_ranks = sum(r for r, label in zip(ranks, labels, strict=True) if label)
+    positive_ranks = sum(r for r, label in zip(ranks(scores), labels, strict=True) if label)
     return (positive_ranks - positives * (positives + 1) / 2) / (positives * negatives)
 
 
@@ -503,6 +489,22 @@ def measure(
     )
 
 
+def left_out_lines(
+    bad_rows: list[RowError], failed: list[tuple[int, str]], failed_what: str
+) -> list[str]:
+    """Report lines for the rows left out: unreadable ones, and those that failed."""
+    lines = []
+    if bad_rows:
+        first = bad_rows[0]
+        lines.append(
+            f"  {len(bad_rows)} unreadable rows left out (first: row {first.number}: {first.message})"
+        )
+    if failed:
+        number, error = failed[0]
+        lines.append(f"  {len(failed)} {failed_what} left out (first: row {number}: {error})")
+    return lines
+
+
 def _finite(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
 
@@ -514,16 +516,11 @@ def report_text(report: QualityReport) -> str:
         f"({report.rows_per_second:.1f} rows/s), yes when P(yes) >= {report.threshold:.2f} "
         f"({report.threshold_source})"
     ]
-    if report.bad_rows:
-        first = report.bad_rows[0]
-        lines.append(
-            f"  {len(report.bad_rows)} unreadable rows left out (first: row {first.number}: {first.message})"
-        )
-    if report.judge_errors:
-        row, error = report.judge_errors[0]
-        lines.append(
-            f"  {len(report.judge_errors)} rows the judge could not answer left out (first: row {row.number}: {error})"
-        )
+    lines += left_out_lines(
+        report.bad_rows,
+        [(row.number, error) for row, error in report.judge_errors],
+        "rows the judge could not answer",
+    )
     header = (
         f"  {'':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6} {'AUROC':>6} {'ECE':>6}"
     )

@@ -111,10 +111,12 @@ class TokenChooser:
             seq.counts.forced += 1
             self.stats.num_forced_tokens += 1
         wanted = seq.item.request.reasons_for
-        if wanted is not None and not seq.close_early and seq.choices:
+        if wanted is not None and not seq.verdict_read and seq.choices:
             found = _VERDICT.search(seq.output_bytes)
-            if found is not None and found.group(1).decode("utf-8", "replace") not in wanted:
-                seq.close_early = True  # verdict-first: no reason for this one
+            if found is not None:  # decided once, when the verdict's closing quote is in
+                seq.verdict_read = True
+                # verdict-first: no reason for a verdict outside `wanted`
+                seq.close_early = found.group(1).decode("utf-8", "replace") not in wanted
 
     def _choose(self, seq: Sequence, logits: np.ndarray) -> int:
         """The next token: greedy fast path, else masked choice, else the closing path.

@@ -109,6 +109,7 @@ class Sequence:
     first_token_at: float = 0.0
     forced_close: bool = False  # the budget forced the closing path at least once
     close_early: bool = False  # the verdict needs no reason: take the shortest way to close
+    verdict_read: bool = False  # `reasons_for` was applied to the verdict (read once)
     rng: np.random.Generator | None = None
     cancelled: bool = False
 

@@ -68,10 +68,16 @@ class Scorer:
         coroutine then runs in a helper thread; there `await run_async(run)` is better."""
         return run_coroutine(self.run_async(run))
 
-    def judge_request(self, parts: PromptParts, schema: str, max_tokens: int) -> GenerationRequest:
+    def judge_request(
+        self,
+        parts: PromptParts,
+        schema: str,
+        max_tokens: int,
+        reasons_for: frozenset[str] | None = None,
+    ) -> GenerationRequest:
         """A request for one judge step: the prompt rendered for this judge and split into
         its shared prefix and own part."""
-        return self.judge.prompt_request(parts, schema, max_tokens)
+        return self.judge.prompt_request(parts, schema, max_tokens, reasons_for=reasons_for)
 
     def count_tokens(self, text: str) -> int:
         return len(self.judge.tokenize(text))
@@ -97,17 +103,20 @@ class Scorer:
         """One request per prompt, run together as `step`: the results in prompt order, and
         the literal text of the first prompt (what the result reports as the step's prompt)."""
         reasons_for = _REASONS_FOR[self.claim_reasons] if step == "analyze" else None
-        requests = [
-            self.judge.prompt_request(parts, schema, max_tokens, reasons_for=reasons_for)
-            for parts in prompts
-        ]
+        requests = [self.judge_request(parts, schema, max_tokens, reasons_for) for parts in prompts]
         return await self.ask(step, requests, usage), requests[0].prompt
 
-    def verdict_reason(self, result: GenerationResult, verdict: str, skipped_text: str) -> dict:
+    def verdict_reason(self, result: GenerationResult, found: dict[str, str]) -> dict:
         """A verdict's reason: the judge's text, or when `claim_reasons` skipped it, a short
-        template text, and (unless every reason was asked for) which of the two it is."""
+        template text saying what the judge found (`found`: verdict -> "claim supported"...),
+        and (unless every reason was asked for) which of the two it is."""
         if result.reason_skipped:
-            return {"reason": skipped_text, "reasonBy": "template"}
+            text = found[result.value["verdict"]]
+            return {
+                "reason": f"Not explained (claim_reasons={self.claim_reasons}): the judge "
+                f"found this {text}.",
+                "reasonBy": "template",
+            }
         reason = {"reason": result.value["reason"]}
         if self.claim_reasons != "all":
             reason["reasonBy"] = "judge"

@@ -129,19 +129,11 @@ class HallucinationScorer(Scorer):
         verdicts = []
         for claim, result in zip(claims, results, strict=True):
             verdict = decide(result, threshold)
-            skipped = (
-                f"Not explained (claim_reasons={self.claim_reasons}): the judge found this "
-                + (
-                    "claim hallucinated."
-                    if result.value["verdict"] == "yes"
-                    else "claim supported."
-                )
-            )
             verdicts.append(
                 {
                     "statement": claim,
                     "verdict": verdict,
-                    **self.verdict_reason(result, verdict, skipped),
+                    **self.verdict_reason(result, _FOUND),
                     "confidence": verdict_confidence(result, verdict),
                 }
             )
@@ -187,6 +179,9 @@ class HallucinationScorer(Scorer):
             prompt_version=HALLUCINATION_PROMPT_VERSION,
             details=details,
         )
+
+
+_FOUND = {"yes": "claim hallucinated", "no": "claim supported"}  # what a skipped reason says
 
 
 def create_hallucination_scorer(

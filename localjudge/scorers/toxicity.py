@@ -114,17 +114,13 @@ class ToxicityScorer(Scorer):
                 category, severity = (
                     ("unspecified", "mild") if verdict == "yes" else ("none", "none")
                 )
-            skipped = (
-                f"Not explained (claim_reasons={self.claim_reasons}): the judge found this "
-                + ("statement toxic." if result.value["verdict"] == "yes" else "statement civil.")
-            )
             verdicts.append(
                 {
                     "statement": statement,
                     "verdict": verdict,
                     "category": category,
                     "severity": severity,
-                    **self.verdict_reason(result, verdict, skipped),
+                    **self.verdict_reason(result, _FOUND),
                     "confidence": verdict_confidence(result, verdict),
                 }
             )
@@ -177,6 +173,9 @@ class ToxicityScorer(Scorer):
             prompt_version=TOXICITY_PROMPT_VERSION,
             details=details,
         )
+
+
+_FOUND = {"yes": "statement toxic", "no": "statement civil"}  # what a skipped reason says
 
 
 def create_toxicity_scorer(
