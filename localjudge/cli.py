@@ -199,7 +199,7 @@ def models_default(model: str) -> None:
 @click.option("--license", "license_", default="unknown", help="Licence of the model.")
 @click.option(
     "--fitness",
-    type=click.Choice(["judge", "mechanics-only", "unknown"]),
+    type=click.Choice(["judge", "verdicts", "mechanics-only", "unknown"]),
     default="judge",
     help="Whether its verdicts are meaningful.",
 )
@@ -987,8 +987,25 @@ def bench(
     default=None,
     help="Write one self-contained HTML report.",
 )
+@click.option(
+    "--reasons/--no-reasons",
+    default=True,
+    show_default=True,
+    help="Decode each verdict's reason; --no-reasons stops after the verdict (same P(yes), faster).",
+)
 def quality(
-    model, gpu_layers, n_ctx, threads, slots, data, task, threshold, as_json, plot, html_path
+    model,
+    gpu_layers,
+    n_ctx,
+    threads,
+    slots,
+    data,
+    task,
+    threshold,
+    as_json,
+    plot,
+    html_path,
+    reasons,
 ):
     """How well the judge agrees with labelled rows, beside trivial baselines on the same
     rows: accuracy, balanced accuracy, F1, false-positive rate, AUROC and calibration
@@ -1035,6 +1052,7 @@ def quality(
                         bad_rows=bad_rows,
                         threshold=cut,
                         threshold_source=origin,
+                        reasons=reasons,
                     )
                 )
             except DataError as error:
