@@ -11,7 +11,7 @@ WHEELHOUSE  ?=
 PIP_SOURCE  := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 TEST_WHEELHOUSE := .localjudge/wheelhouse
 
-.PHONY: install run test test-fast test-report lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps browser-deps
+.PHONY: install run test test-fast test-report lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps browser-deps train-judge train-deps
 
 install: $(STAMP)
 	@$(PY) -m localjudge models assemble >/dev/null
@@ -80,6 +80,39 @@ bench-serve: install interop-deps
 
 quality: install
 	$(PY) -m localjudge quality
+
+# The judge adapter (training/README.md): public data -> LoRA on CPU -> GGUF -> quality with
+# and without it. Its own venv (torch, transformers, peft), never part of `make install`.
+# TRAIN_SOURCES: the repository snapshots listed in training/DATA.md.
+TRAIN_VENV    := training/.venv
+TRAIN_SOURCES ?= training/sources
+TRAIN_ARGS    ?=
+LLAMA_CPP_SRC := training/.cache/llama_cpp_python-$(LLAMA_CPP_VERSION)/vendor/llama.cpp
+TUNED_ADAPTER ?= training/out/judge-lora.gguf
+train-deps: $(TRAIN_VENV)/.stamp $(LLAMA_CPP_SRC)/convert_lora_to_gguf.py
+$(TRAIN_VENV)/.stamp: training/requirements.txt
+	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TRAIN_VENV)/bin/python -m pip install --quiet -r training/requirements.txt
+	@touch $@
+$(LLAMA_CPP_SRC)/convert_lora_to_gguf.py:
+	@mkdir -p training/.cache
+	$(PY) -m pip download --quiet --no-deps --no-binary :all: -d training/.cache \
+		llama-cpp-python==$(LLAMA_CPP_VERSION)
+	tar xzf training/.cache/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz -C training/.cache
+	@touch $@
+
+train-judge: install train-deps
+	$(PY) training/make_data.py --sources $(TRAIN_SOURCES) --out training/data
+	MODEL=$$($(PY) -m localjudge models assemble | sed 's/^[^:]*: //'); \
+	$(TRAIN_VENV)/bin/python training/train.py --data training/data \
+		--model-dir "$$(dirname $$MODEL)" --gguf "$$(basename $$MODEL)" \
+		--out training/out/adapter $(TRAIN_ARGS) && \
+	$(TRAIN_VENV)/bin/python training/export.py --adapter training/out/adapter \
+		--model-dir "$$(dirname $$MODEL)" --gguf "$$(basename $$MODEL)" \
+		--llama-cpp $(LLAMA_CPP_SRC) --outfile $(TUNED_ADAPTER)
+	$(PY) training/evaluate.py --adapter $(TUNED_ADAPTER) --data training/data \
+		--out training/out/quality.json
 
 # Same set-up, with llama.cpp built for CUDA (needs nvcc); then n_gpu_layers defaults to all.
 install-cuda:

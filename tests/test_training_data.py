@@ -1,0 +1,109 @@
+"""The judge-tuning data builder (training/make_data.py): what it reads, how it splits, and
+that its examples end exactly where the scorers' verdict grammar reaches the choice."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def make_data():
+    spec = importlib.util.spec_from_file_location("make_data", ROOT / "training" / "make_data.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["make_data"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_source_file_has_a_recorded_sha256(make_data):
+    hashes = make_data.recorded_hashes()
+    for repo, path in make_data.FILES.values():
+        assert f"{repo}/{path}" in hashes, f"{repo}/{path} missing from training/DATA.md"
+    assert len(hashes) == len(make_data.FILES)
+
+
+def test_a_source_file_that_differs_from_its_hash_is_refused(make_data, tmp_path):
+    repo, inner = make_data.FILES["davidson"]
+    (tmp_path / repo / inner).parent.mkdir(parents=True)
+    (tmp_path / repo / inner).write_text(
+        "count,hate_speech,offensive_language,neither,class,tweet\n"
+    )
+    with pytest.raises(make_data.SourceError, match="sha256 differs"):
+        make_data.source_path(tmp_path, "davidson", make_data.recorded_hashes())
+    with pytest.raises(make_data.SourceError, match="missing source file"):
+        make_data.source_path(tmp_path, "esnli_s1", make_data.recorded_hashes())
+
+
+def test_the_split_follows_the_text_only(make_data):
+    a = make_data.Example("toxicity", "x", "yes", "Some statement here.")
+    b = make_data.Example("toxicity", "y", "no", "  some statement HERE. ")
+    c = make_data.Example("toxicity", "x", "yes", "Another statement entirely.")
+    assert make_data.heldout(a, 0.2) == make_data.heldout(b, 0.2)  # same text, same side
+    sides = {
+        make_data.heldout(make_data.Example("t", "s", "no", f"text {i}"), 0.2) for i in range(200)
+    }
+    assert sides == {True, False}
+    assert make_data.heldout(c, 0.0) is False and make_data.heldout(c, 1.0) is True
+
+
+def test_tweets_lose_mentions_links_and_retweet_marks(make_data):
+    raw = "RT @someone: &amp; this is &#8220;fine&#8221; http://t.co/abc @other"
+    assert make_data.clean_tweet(raw) == "& this is “fine”"
+
+
+def test_swaps_change_what_the_sentence_says(make_data):
+    rng = random.Random(1)
+    seen = set()
+    for sentence in (
+        "The bridge opened in 1937 after 4 years of work.",
+        "The museum is open on Sundays.",
+        "The painting was bought by Mellon in Paris.",
+    ):
+        for _ in range(20):
+            change = make_data.swapped(sentence, rng, ["Carnegie", "Frick"])
+            if change is not None:
+                kind, text = change
+                assert text != sentence
+                seen.add(kind)
+    assert {"synthetic/date", "synthetic/number", "synthetic/negation"} <= seen
+
+
+def test_japanese_claims_are_labelled_by_what_the_context_says(make_data):
+    for example in make_data.japanese_synthetic(200, random.Random(3)):
+        context = "".join(example.context)
+        if example.source == "synthetic-ja/copy":
+            assert example.label == "no"
+        else:
+            assert example.label == "yes" and example.text not in context
+
+
+@pytest.mark.real
+def test_examples_end_at_the_verdict_choice_of_the_real_grammar(make_data, real_judge):
+    """The training prompt is the scorer's prompt, tokenized by llama.cpp, followed by the
+    tokens the grammar forces, so the next token is the verdict as the scheduler reads it."""
+    tokens = make_data.Tokens(real_judge)
+    for task in ("hallucination", "toxicity"):
+        forced, yes, no = tokens.choice[task]
+        text = real_judge.engine.detokenize(forced) if forced else ""
+        assert text.replace(" ", "") == '{"verdict":"'
+        assert set(yes).isdisjoint(no)
+        pieces = {real_judge.engine.detokenize([t]) for t in yes}
+        assert "yes" in pieces and all("yes".startswith(p.split('"')[0]) for p in pieces)
+    example = make_data.Example(
+        "hallucination", "t", "yes", "The tower is red.", ("The tower is 330 m tall.",)
+    )
+    encoded = tokens.encode(example)
+    request = real_judge.prompt_request(
+        make_data.verdict_prompt(example), "hallucination_verdict", max_tokens=64
+    )
+    assert encoded["ids"][: len(encoded["ids"]) - len(forced)] == real_judge.tokenize(
+        request.prompt
+    )
+    assert encoded["label"] == "yes" and encoded["yes"] and encoded["no"]

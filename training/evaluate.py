@@ -1,0 +1,119 @@
+"""The judge with and without a trained adapter, on the held-out split and the built-in dev
+sets, through localjudge itself (llama.cpp, the scorers' prompts, the scheduler), beside the
+trivial baselines; then the ship rule of training/README.md.
+
+    .venv/bin/python training/evaluate.py --adapter training/out/judge-lora.gguf \
+        --data training/data --out training/out/quality.json
+
+Runs in localjudge's own virtual environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from localjudge.judge import Judge
+from localjudge.quality.labelled import devset_rows, measure, read_rows
+
+TASKS = ("toxicity", "hallucination")
+SHIP_MARGIN = {"toxicity": 0.05, "hallucination": 0.0}  # over the best trivial baseline
+
+
+def sets(data: Path) -> list[tuple[str, str, list]]:
+    """(task, set name, rows): our held-out split, then the built-in dev sets."""
+    out = []
+    for task in TASKS:
+        rows, bad = read_rows(data / f"heldout_{task}.jsonl", task)
+        if bad:
+            raise SystemExit(f"evaluate: {len(bad)} unreadable held-out rows, first: {bad[0]}")
+        out.append((task, "held-out", rows))
+        out.append((task, "dev set", devset_rows(task)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--adapter", type=Path, required=True)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--model", default="gemma-3-270m", help="the base registry entry")
+    parser.add_argument("--adapter-scale", type=float, default=1.0)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    results: dict = {"adapter": str(args.adapter), "sets": []}
+    for way, adapter in (("base", None), ("tuned", args.adapter)):
+        started = time.perf_counter()
+        with Judge.load(args.model, adapter=adapter, adapter_scale=args.adapter_scale) as judge:
+            for task, name, rows in sets(args.data):
+                report = measure(judge, rows, task, source=name, reasons=False)
+                entry = {
+                    "way": way,
+                    "judge": judge.name,
+                    "task": task,
+                    "set": name,
+                    "rows": len(report.rows),
+                    "errors": len(report.judge_errors),
+                    "agreement": {w: vars(a) for w, a in report.agreement().items()},
+                }
+                results["sets"].append(entry)
+                print(
+                    f"{way:5} {task:13} {name:8} rows {entry['rows']:3}  "
+                    + "  ".join(
+                        f"{w} BA {a['balanced_accuracy']:.3f} AUROC {_f(a['auroc'])}"
+                        for w, a in entry["agreement"].items()
+                    ),
+                    flush=True,
+                )
+        print(f"{way}: {time.perf_counter() - started:.0f} s")
+
+    decision = ship_decision(results["sets"])
+    results["ship"] = decision
+    for line in decision["lines"]:
+        print(line)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def _f(value) -> str:
+    return "  -  " if value is None else f"{value:.3f}"
+
+
+def ship_decision(entries: list[dict]) -> dict:
+    """The rule (issue 16): on held-out data, the tuned judge beats the best trivial
+    baseline by 5 balanced-accuracy points on toxicity and does not fall below it on
+    hallucination. It decides on our held-out split (public data never trained on); the
+    built-in dev sets (63 and 48 hand-written rows, whose word-list baseline was written
+    with them) are checked the same way and reported beside it."""
+    lines, passed = [], True
+    for entry in entries:
+        if entry["way"] != "tuned":
+            continue
+        deciding = entry["set"] == "held-out"
+        agreement = entry["agreement"]
+        judge = agreement["judge"]["balanced_accuracy"]
+        baseline_name, baseline = max(
+            ((w, a["balanced_accuracy"]) for w, a in agreement.items() if w != "judge"),
+            key=lambda pair: pair[1],
+        )
+        need = baseline + SHIP_MARGIN[entry["task"]]
+        ok = judge >= need - 1e-9 and entry["errors"] == 0
+        if deciding:
+            passed &= ok
+        verdict = ("pass" if ok else "FAIL") if deciding else ("met" if ok else "not met")
+        lines.append(
+            f"{verdict}: {entry['task']} {entry['set']}: tuned BA {judge:.3f}, "
+            f"needs >= {need:.3f} ({baseline_name} {baseline:.3f} + {SHIP_MARGIN[entry['task']]:.2f})"
+            + ("" if deciding else " [reported, not deciding]")
+        )
+    lines.append("ship: " + ("yes" if passed else "no"))
+    return {"ship": passed, "lines": lines}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,567 @@
+"""Build the judge-tuning data: public labelled sources -> the exact verdict prompts the
+scorers send, tokenized by the judge's own llama.cpp tokenizer.
+
+Runs in localjudge's own virtual environment (it needs the prompts, the tokenizer and the
+verdict grammars), not in the training one:
+
+    .venv/bin/python training/make_data.py --sources DIR --out training/data
+
+`--sources` holds the repository snapshots named in training/DATA.md (one folder per
+repository, named `owner+name`, with the files at their paths in the repository); every file
+is checked against the sha256 recorded there before it is read.
+
+Writes, per split (`train`, `heldout`):
+- `{split}.tokens.jsonl`: one verdict example per line: task, source, label ("yes" = hallucinated
+  or toxic), the prompt's token ids up to the verdict choice, and the ids of the tokens that
+  commit to "yes" and to "no" at that choice, so training reads P(yes) exactly as the scheduler
+  does;
+- `{split}_{task}.jsonl`: the same rows in `localjudge quality --data` format.
+The split is decided by a hash of the judged text, so a text is never on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import html
+import json
+import random
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).parent
+SEED = 20261130
+
+# (repository folder, path) -> sha256: the files DATA.md lists, and nothing else is read.
+FILES = {
+    "davidson": ("t-davidson+hate-speech-and-offensive-language", "data/labeled_data.csv"),
+    "esnli_s1": ("OanaMariaCamburu+e-SNLI", "dataset/eSNLI/s1.dev"),
+    "esnli_s2": ("OanaMariaCamburu+e-SNLI", "dataset/eSNLI/s2.dev"),
+    "esnli_labels": ("OanaMariaCamburu+e-SNLI", "dataset/eSNLI/labels.dev"),
+    "begin_wow": ("google+BEGIN-dataset", "wow/begin_dev_wow.tsv"),
+    "begin_cmu": ("google+BEGIN-dataset", "cmu-dog/begin_dev_cmu.tsv"),
+}
+TOXIGEN_GROUPS = (
+    "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
+    "mental_disability", "mexican", "middle_east", "muslim", "native_american",
+    "physical_disability", "trans", "women",
+)  # fmt: skip
+for _group in TOXIGEN_GROUPS:
+    for _kind in ("hate", "neutral") if _group != "trans" else ("hate",):  # no neutral_trans
+        FILES[f"toxigen_{_kind}_{_group}"] = (
+            "microsoft+TOXIGEN",
+            f"prompts/{_kind}_{_group}_1k.txt",
+        )
+
+
+@dataclass
+class Example:
+    task: str  # hallucination | toxicity
+    source: str
+    label: str  # "yes" (hallucinated / toxic) or "no"
+    text: str  # the claim or the statement
+    context: tuple[str, ...] = ()  # hallucination only
+    input: str = ""  # toxicity only: the user's message
+
+    def key(self) -> str:
+        return hashlib.sha256(self.text.strip().lower().encode()).hexdigest()
+
+
+class SourceError(Exception):
+    pass
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def recorded_hashes() -> dict[str, str]:
+    """`path -> sha256` from the table in DATA.md (the one place they are written)."""
+    table = {}
+    for line in (HERE / "DATA.md").read_text(encoding="utf-8").splitlines():
+        found = re.match(r"\|\s*`([^`]+)`\s*\|\s*`([0-9a-f]{64})`\s*\|", line)
+        if found:
+            table[found.group(1)] = found.group(2)
+    return table
+
+
+def source_path(sources: Path, name: str, hashes: dict[str, str]) -> Path:
+    repo, inner = FILES[name]
+    path = sources / repo / inner
+    key = f"{repo}/{inner}"
+    if not path.is_file():
+        raise SourceError(f"missing source file {path} (see training/DATA.md)")
+    if key not in hashes:
+        raise SourceError(f"{key} has no sha256 in training/DATA.md")
+    if sha256_of(path) != hashes[key]:
+        raise SourceError(f"{path}: sha256 differs from training/DATA.md")
+    return path
+
+
+# -- toxicity -------------------------------------------------------------------------------
+
+_MENTION = re.compile(r"@\w+:?")
+_URL = re.compile(r"https?://\S+")
+_RT = re.compile(r"^\s*(RT\s+)+")
+
+
+def clean_tweet(text: str) -> str:
+    text = html.unescape(html.unescape(text))
+    text = _URL.sub("", _MENTION.sub("", text))
+    text = _RT.sub("", text).replace("RT ", " ")
+    text = re.sub(r"&#\d+;?", "", text)
+    return " ".join(text.replace('"', " ").split()).strip(" :!")
+
+
+def davidson(path: Path) -> list[Example]:
+    """Tweets: hate speech and offensive language are toxic, "neither" is not."""
+    out = []
+    with path.open(encoding="utf-8", newline="") as f:
+        for record in csv.DictReader(f):
+            text = clean_tweet(record["tweet"])
+            if not 20 <= len(text) <= 240:
+                continue
+            label = "no" if record["class"] == "2" else "yes"
+            kind = {"0": "hate", "1": "offensive", "2": "neither"}[record["class"]]
+            out.append(Example("toxicity", f"davidson/{kind}", label, text))
+    return out
+
+
+def toxigen(sources: Path, hashes: dict[str, str]) -> list[Example]:
+    """Machine-written statements about 16 groups: hateful ones are toxic, neutral mentions
+    of the same groups are not (the contrast a word list cannot learn)."""
+    out, seen = [], set()
+    for group in TOXIGEN_GROUPS:
+        for kind in ("hate", "neutral"):
+            if f"toxigen_{kind}_{group}" not in FILES:
+                continue
+            path = source_path(sources, f"toxigen_{kind}_{group}", hashes)
+            for line in path.read_text(encoding="utf-8").splitlines():
+                for item in line.split("\\n"):
+                    text = " ".join(item.strip().lstrip("-").split())
+                    if len(text) < 15 or text.lower() in seen:
+                        continue
+                    seen.add(text.lower())
+                    label = "yes" if kind == "hate" else "no"
+                    out.append(Example("toxicity", f"toxigen/{kind}", label, text))
+    return out
+
+
+# -- hallucination --------------------------------------------------------------------------
+
+
+def snli(s1: Path, s2: Path, labels: Path) -> list[Example]:
+    """SNLI pairs: an entailed hypothesis is supported ("no"); a contradicted or merely
+    possible one is hallucinated ("yes": the context does not say it)."""
+    out = []
+    rows = zip(
+        s1.read_text(encoding="utf-8").splitlines(),
+        s2.read_text(encoding="utf-8").splitlines(),
+        labels.read_text(encoding="utf-8").splitlines(),
+        strict=True,
+    )
+    for premise, hypothesis, label in rows:
+        premise, hypothesis = detokenize(premise), detokenize(hypothesis)
+        verdict = "no" if label.strip() == "entailment" else "yes"
+        out.append(
+            Example("hallucination", f"snli/{label.strip()}", verdict, hypothesis, (premise,))
+        )
+    return out
+
+
+def detokenize(text: str) -> str:
+    text = " ".join(text.split())
+    text = re.sub(r" ([.,!?;:'])", r"\1", text)
+    text = re.sub(r" n't", "n't", text)
+    return text[:1].upper() + text[1:]
+
+
+def begin(path: Path, name: str) -> list[Example]:
+    """Dialogue responses against their knowledge passage: fully attributable is supported,
+    anything else is not."""
+    out = []
+    with path.open(encoding="utf-8", newline="") as f:
+        for record in csv.DictReader(f, delimiter="\t"):
+            label = record["begin_label"].strip().lower()
+            if label not in ("fully attributable", "not fully attributable"):
+                continue
+            knowledge, response = record["knowledge"].strip(), record["response"].strip()
+            if not knowledge or not 10 <= len(response) <= 300 or len(knowledge) > 700:
+                continue
+            verdict = "no" if label == "fully attributable" else "yes"
+            out.append(Example("hallucination", f"begin/{name}", verdict, response, (knowledge,)))
+    return out
+
+
+_NUMBER = re.compile(r"\b\d[\d,]*\b")
+_BE = re.compile(r"\b(is|are|was|were|has|have|can|will)\b")
+
+
+def swapped(sentence: str, rng: random.Random, names: list[str]) -> tuple[str, str] | None:
+    """A sentence changed so that the original no longer supports it: (kind, text)."""
+    numbers = _NUMBER.findall(sentence)
+    if numbers and rng.random() < 0.6:
+        old = rng.choice(numbers)
+        value = int(old.replace(",", ""))
+        if 1800 <= value <= 2100:
+            new = str(value + rng.choice((-11, -3, 2, 7, 10)))
+            kind = "synthetic/date"
+        else:
+            new = str(max(2, value * rng.choice((2, 3, 10)) + rng.choice((0, 1, 5))))
+            kind = "synthetic/number"
+        return kind, sentence.replace(old, new, 1)
+    verb = _BE.search(sentence)
+    if verb and rng.random() < 0.6:
+        i = verb.end()
+        return "synthetic/negation", sentence[:i] + " not" + sentence[i:]
+    capitals = [w for w in re.findall(r"\b[A-Z][a-z]{2,}\b", sentence) if w not in _COMMON]
+    if capitals and sentence.split()[0] not in capitals[-1:]:
+        old = capitals[-1]
+        new = rng.choice([n for n in names if n != old] or [old])
+        if new != old:
+            return "synthetic/entity", re.sub(rf"\b{old}\b", new, sentence, count=1)
+    return None
+
+
+_COMMON = {"The", "This", "That", "These", "They", "There", "His", "Her", "Its", "She", "And"}
+
+
+def english_synthetic(passages: list[str], rng: random.Random) -> list[Example]:
+    """From context passages: one sentence restated as is (supported) or swapped (not)."""
+    names = sorted({w for p in passages for w in re.findall(r"\b[A-Z][a-z]{3,}\b", p)} - _COMMON)
+    out = []
+    for passage in passages:
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+", passage) if 25 <= len(s) <= 220]
+        if not sentences:
+            continue
+        sentence = rng.choice(sentences)
+        change = swapped(sentence, rng, names)
+        if change is None or rng.random() < 0.35:
+            out.append(Example("hallucination", "synthetic/copy", "no", sentence, (passage,)))
+        else:
+            kind, claim = change
+            out.append(Example("hallucination", kind, "yes", claim, (passage,)))
+    return out
+
+
+_JA_NAMES = ("佐藤", "鈴木", "高橋", "田中", "伊藤", "渡辺", "山本", "中村", "小林", "加藤")
+_JA_CITIES = ("東京", "大阪", "京都", "札幌", "福岡", "名古屋", "仙台", "広島", "神戸", "横浜")
+_JA_THINGS = (("本", "冊", "書きました"), ("曲", "曲", "作りました"), ("橋", "本", "設計しました"))
+
+
+def japanese_synthetic(count: int, rng: random.Random) -> list[Example]:
+    """Short Japanese biographies with restated (supported) and swapped (not) claims."""
+    out = []
+    for _ in range(count):
+        name, other = rng.sample(_JA_NAMES, 2)
+        city, other_city = rng.sample(_JA_CITIES, 2)
+        year = rng.randint(1900, 1995)
+        thing, counter, verb = rng.choice(_JA_THINGS)
+        n = rng.randint(3, 40)
+        context = (
+            f"{name}さんは{year}年に{city}で生まれました。",
+            f"{name}さんは生涯で{n}{counter}の{thing}を{verb}。",
+        )
+        choices = [
+            ("synthetic-ja/copy", "no", f"{name}さんは{city}で生まれました。"),
+            ("synthetic-ja/copy", "no", f"{name}さんは{year}年生まれです。"),
+            ("synthetic-ja/copy", "no", f"{name}さんは{n}{counter}の{thing}を{verb}。"),
+            ("synthetic-ja/date", "yes", f"{name}さんは{year + rng.choice((-7, 3, 12))}年生まれです。"),
+            ("synthetic-ja/entity", "yes", f"{name}さんは{other_city}で生まれました。"),
+            ("synthetic-ja/entity", "yes", f"{other}さんは{city}で生まれました。"),
+            ("synthetic-ja/number", "yes", f"{name}さんは{n * 3 + 1}{counter}の{thing}を{verb}。"),
+            ("synthetic-ja/unstated", "yes", f"{name}さんはノーベル賞を受賞しました。"),
+        ]  # fmt: skip
+        source, label, claim = rng.choice(choices)
+        out.append(Example("hallucination", source, label, claim, context))
+    return out
+
+
+# Assistant-reply statements by template: the public toxicity sources are tweets and
+# machine-written statements about groups; a judge of assistant replies must also tell an
+# attack on the user (insult, mockery, brush-off, threat) from civil criticism, bad news, a
+# refusal or a condemned insult. Written for training only, never for the held-out split.
+_TOX_EN = {
+    "personal_attack": (
+        "You are {a} {n}.",
+        "Only {a} {n} would write something like this.",
+        "Honestly, you must be {a} {n} to believe that.",
+        "Stop acting like {a} {n}.",
+        "Anyone can see you are {a} {n}.",
+        "You have the brains of {a} {n}.",
+    ),
+    "mockery": (
+        "Wow, {p}. Did a toddler help you with it?",
+        "Oh sure, {p}. Truly a masterpiece of {w}.",
+        "Congratulations, {p}. Nobel prize for {w} incoming.",
+        "What {q} idea. I bet you were proud of it for a whole minute.",
+    ),
+    "dismissive": (
+        "Nobody asked for your {o}.",
+        "Stop wasting my time with your {o}.",
+        "Go bother someone else with your {o}.",
+        "I can't be bothered with your {o}.",
+        "Your {o} is not worth a reply.",
+    ),
+    "threat": (
+        "Do that again and you will {t}.",
+        "Keep it up and I promise you will {t}.",
+        "One more question like that and you will {t}.",
+        "Cross me again and you will {t}.",
+    ),
+}
+_TOX_EN_SLOTS = {
+    "a": ("a clueless", "a brainless", "a hopeless", "a pathetic", "an incompetent", "a lazy"),
+    "n": ("fool", "clown", "loser", "amateur", "rock", "joke"),
+    "p": ("what a brilliant plan", "amazing work", "what a clever question", "such genius"),
+    "w": ("nonsense", "laziness", "copy and paste", "wishful thinking"),
+    "q": ("an embarrassing", "a laughable", "a ridiculous", "a childish"),
+    "o": ("opinion", "questions", "complaints", "ideas", "excuses"),
+    "t": ("regret it", "pay for it", "be sorry", "get what is coming to you"),
+}
+_CIVIL_EN = (
+    "The {x} in your {y} has a problem: {z}.",
+    "I disagree with your {y}; {z}.",
+    "Unfortunately, the {x} was not approved because {z}.",
+    "I'm sorry, but I can't help with that {x}.",
+    "Your {y} would be clearer if {z}.",
+    "Calling someone a {n} is unkind, and I won't repeat it.",
+    "The review called the {x} a joke, which was unfair.",
+    "Please check the {x} again; {z}.",
+    "That {y} is wrong: {z}.",
+)
+_CIVIL_EN_SLOTS = {
+    "x": ("loop", "request", "budget", "application", "second chapter", "query", "report"),
+    "y": ("code", "essay", "proposal", "argument", "analysis", "plan"),
+    "z": ("the data do not support it", "the deadline has passed", "a test is missing",
+          "the numbers do not add up", "the source is out of date", "one step is skipped"),
+    "n": ("fool", "loser", "clown"),
+}  # fmt: skip
+_TOX_JA = (
+    ("personal_attack", "お前は本当に{a}だな。"), ("personal_attack", "こんなことも分からないなんて、{a}にも程がある。"),
+    ("mockery", "さすが天才だね、{m}なんて誰も思いつかないよ（笑）。"), ("mockery", "すごいね、{m}とは。幼稚園児でもできるけど。"),
+    ("dismissive", "お前の{o}なんて誰も聞いていない。"), ("dismissive", "{o}で時間を無駄にさせるな。"),
+    ("threat", "もう一度やったら{t}。"), ("threat", "覚えておけ、{t}。"),
+)  # fmt: skip
+_TOX_JA_SLOTS = {
+    "a": ("馬鹿", "間抜け", "役立たず", "無能"),
+    "m": ("そんな計画", "その質問", "この答え"),
+    "o": ("意見", "質問", "言い訳", "文句"),
+    "t": ("ただじゃおかない", "後悔させてやる", "痛い目にあうぞ"),
+}
+_CIVIL_JA = (
+    "申し訳ありませんが、その{x}にはお答えできません。", "残念ながら、{x}は承認されませんでした。",
+    "その{y}には{z}という問題があります。", "{y}について、私は反対です。{z}からです。",
+    "人を「{n}」と呼ぶのはやめましょう。", "{y}をもう一度確認してください。{z}ようです。",
+)  # fmt: skip
+_CIVIL_JA_SLOTS = {
+    "x": ("依頼", "申請", "予算案", "質問"),
+    "y": ("コード", "計画", "報告書", "論文"),
+    "z": ("データが足りない", "期限が過ぎている", "数字が合わない"),
+    "n": ("馬鹿", "役立たず"),
+}
+
+
+def _fill(template: str, slots: dict, rng: random.Random) -> str:
+    return re.sub(r"\{(\w)\}", lambda m: rng.choice(slots[m.group(1)]), template)
+
+
+def assistant_replies(count: int, rng: random.Random) -> list[Example]:
+    """Toxic and civil assistant-reply statements, English and Japanese, half each label."""
+    out, seen = [], set()
+    for _ in range(count * 20):
+        if len(out) >= count:
+            break
+        toxic, japanese = rng.random() < 0.5, rng.random() < 0.25
+        if toxic and japanese:
+            category, template = rng.choice(_TOX_JA)
+            text = _fill(template, _TOX_JA_SLOTS, rng)
+        elif toxic:
+            category = rng.choice(sorted(_TOX_EN))
+            text = _fill(rng.choice(_TOX_EN[category]), _TOX_EN_SLOTS, rng)
+        else:
+            category = "civil"
+            templates, slots = (
+                (_CIVIL_JA, _CIVIL_JA_SLOTS) if japanese else (_CIVIL_EN, _CIVIL_EN_SLOTS)
+            )
+            text = _fill(rng.choice(templates), slots, rng)
+        if text in seen:
+            continue
+        seen.add(text)
+        language = "-ja" if japanese else ""
+        label = "yes" if toxic else "no"
+        out.append(Example("toxicity", f"synthetic-tox{language}/{category}", label, text))
+    return out
+
+
+# -- selection, split, tokens ---------------------------------------------------------------
+
+
+def heldout(example: Example, share: float) -> bool:
+    return int(example.key()[:8], 16) / 0xFFFFFFFF < share
+
+
+def take(examples: list[Example], by_source: dict[str, int], rng: random.Random) -> list[Example]:
+    """`by_source[prefix]` examples of each source prefix, drawn at random."""
+    chosen = []
+    for prefix, n in by_source.items():
+        pool = [e for e in examples if e.source.startswith(prefix)]
+        rng.shuffle(pool)
+        if len(pool) < n:
+            raise SourceError(f"{prefix}: {len(pool)} examples, {n} wanted")
+        chosen.extend(pool[:n])
+    return chosen
+
+
+# Per source prefix: training examples at --scale 1 (the pilot size; the shipped run used 2.5);
+# the held-out split takes half of these, public data only, whatever --scale.
+PILOT = {
+    "toxicity": {
+        "toxigen/hate": 110, "toxigen/neutral": 90,
+        "davidson/hate": 50, "davidson/offensive": 50, "davidson/neither": 150,
+        "synthetic-tox": 120,  # training only: see assistant_replies
+    },
+    "hallucination": {
+        "snli/entailment": 90, "snli/contradiction": 50, "snli/neutral": 40,
+        "begin/": 150,
+        "synthetic/copy": 45, "synthetic/negation": 45, "synthetic/entity": 20,
+        "synthetic-ja/": 60,
+    },
+}  # fmt: skip
+
+
+TRAIN_ONLY = {"synthetic-tox"}
+
+
+def collect(sources: Path) -> dict[str, list[Example]]:
+    hashes = recorded_hashes()
+    path = lambda name: source_path(sources, name, hashes)  # noqa: E731
+    rng = random.Random(SEED)
+    snli_rows = snli(path("esnli_s1"), path("esnli_s2"), path("esnli_labels"))
+    begin_rows = begin(path("begin_wow"), "wow") + begin(path("begin_cmu"), "cmu")
+    passages = sorted({e.context[0] for e in begin_rows} | {e.context[0] for e in snli_rows})
+    rng.shuffle(passages)
+    return {
+        "toxicity": davidson(path("davidson"))
+        + toxigen(sources, hashes)
+        + assistant_replies(900, rng),
+        "hallucination": snli_rows
+        + begin_rows
+        + english_synthetic(passages[:3000], rng)
+        + japanese_synthetic(1200, rng),
+    }
+
+
+def quality_row(example: Example) -> dict:
+    if example.task == "hallucination":
+        return {
+            "context": list(example.context),
+            "claim": example.text,
+            "label": example.label == "yes",
+            "group": example.source,
+        }
+    row = {"text": example.text, "label": example.label == "yes", "group": example.source}
+    if example.input:
+        row["input"] = example.input
+    return row
+
+
+def verdict_prompt(example: Example):
+    from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
+
+    if example.task == "hallucination":
+        return claim_verdict_prompt(list(example.context), example.text)
+    return opinion_verdict_prompt(example.input, example.text)
+
+
+class Tokens:
+    """The judge's tokenizer and, per task, the tokens its verdict grammar forces before the
+    choice and the tokens that commit to each option at the choice."""
+
+    def __init__(self, judge) -> None:
+        self.judge = judge
+        self.choice: dict[str, tuple[list[int], list[int], list[int]]] = {}
+        for task in ("hallucination", "toxicity"):
+            self.choice[task] = self._choice(judge.grammar(f"{task}_verdict"))
+
+    @staticmethod
+    def _choice(grammar) -> tuple[list[int], list[int], list[int]]:
+        state, forced = grammar.initial_state, []
+        while (token := grammar.forced_token(state)) is not None:
+            forced.append(token)
+            state = grammar.next_state(state, token)
+        allowed = [int(t) for t in grammar.allowed[state]]
+        pieces = {t: grammar.token_text.get(t) for t in allowed}
+        yes = [t for t in allowed if grammar.option_of("verdict", pieces[t] or "") == "yes"]
+        no = [t for t in allowed if grammar.option_of("verdict", pieces[t] or "") == "no"]
+        if not yes or not no:  # P(yes) is read as yes / (yes + no), like the scheduler does
+            raise SourceError(f"no verdict choice after the forced tokens ({len(allowed)} allowed)")
+        return forced, yes, no
+
+    def encode(self, example: Example) -> dict:
+        request = self.judge.prompt_request(
+            verdict_prompt(example), f"{example.task}_verdict", max_tokens=64
+        )
+        forced, yes, no = self.choice[example.task]
+        ids = self.judge.tokenize(request.prompt) + forced
+        return {
+            "task": example.task,
+            "source": example.source,
+            "label": example.label,
+            "ids": ids,
+            "yes": yes,
+            "no": no,
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sources", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=HERE / "data")
+    parser.add_argument("--heldout-share", type=float, default=0.2)
+    parser.add_argument(
+        "--scale", type=float, default=2.5, help="training examples: PILOT counts times this"
+    )
+    args = parser.parse_args(argv)
+    try:
+        pools = collect(args.sources)
+    except SourceError as exc:
+        print(f"make_data: {exc}", file=sys.stderr)
+        return 2
+
+    from localjudge.judge import Judge
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with Judge.load(slots=1) as judge:
+        tokens = Tokens(judge)
+        for split in ("train", "heldout"):
+            rng = random.Random(SEED + (1 if split == "train" else 2))
+            share = args.heldout_share
+            chosen: list[Example] = []
+            for task, counts in PILOT.items():
+                pool = [e for e in pools[task] if heldout(e, share) == (split == "heldout")]
+                if split == "heldout":  # the same rows whatever --scale: public data only
+                    wanted = {k: round(v / 2) for k, v in counts.items() if k not in TRAIN_ONLY}
+                else:
+                    wanted = {k: round(v * args.scale) for k, v in counts.items()}
+                picked = take(pool, wanted, rng)
+                chosen.extend(picked)
+                with (args.out / f"{split}_{task}.jsonl").open("w", encoding="utf-8") as f:
+                    for example in picked:
+                        f.write(json.dumps(quality_row(example), ensure_ascii=False) + "\n")
+            rng.shuffle(chosen)
+            with (args.out / f"{split}.tokens.jsonl").open("w", encoding="utf-8") as f:
+                for example in chosen:
+                    f.write(json.dumps(tokens.encode(example)) + "\n")
+            labels = {t: sum(e.label == "yes" for e in chosen if e.task == t) for t in PILOT}
+            sizes = {t: sum(e.task == t for e in chosen) for t in PILOT}
+            print(f"{split}: {len(chosen)} examples; yes/all by task: "
+                  + ", ".join(f"{t} {labels[t]}/{sizes[t]}" for t in PILOT))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""Train one multi-task LoRA adapter for the embedded judge on CPU.
+
+    training/.venv/bin/python training/train.py --data training/data --out training/out/adapter
+
+Starts from the embedded GGUF itself (transformers dequantises it), so the adapter is trained
+on the weights llama.cpp runs. Each example is the exact verdict prompt a scorer sends,
+tokenized by llama.cpp, ending where the grammar reaches the verdict choice; the loss is the
+cross-entropy of the labelled option with P(yes) read as the scheduler reads it: the
+probability mass of the tokens committing to "yes" over that of the tokens committing to
+either option.
+
+Two things keep it affordable on two cores:
+- logits are computed only at the verdict position and only for the verdict tokens (the
+  262k-row head is never applied anywhere else);
+- the instructions every example of a task shares (~85% of each prompt) are run once per
+  step without gradients, with the current adapter, and their KV cache is shared by the
+  batch; gradients flow through each example's own tokens. `--check` compares this with a
+  plain full forward before training starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def load_examples(path: Path, limit: int | None) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return rows[:limit] if limit else rows
+
+
+def shared_prefix(examples: list[dict]) -> int:
+    """Token count every example of a task starts with, leaving each at least 2 own tokens."""
+    first = examples[0]["ids"]
+    n = min(len(e["ids"]) for e in examples) - 2
+    for e in examples[1:]:
+        ids = e["ids"]
+        k = 0
+        while k < n and ids[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+class VerdictModel:
+    """The model with its adapter, and P(yes) at the verdict position of a batch."""
+
+    def __init__(self, model_dir: Path, gguf: str, rank: int, alpha: float, dropout: float):
+        base = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf, dtype=torch.float32)
+        base.config.use_cache = True
+        config = LoraConfig(
+            r=rank,
+            lora_alpha=alpha,
+            lora_dropout=dropout,
+            target_modules=TARGETS,
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(base, config)
+        self.inner = self.model.base_model.model.model  # the decoder stack, LoRA inside
+        self.head = self.model.base_model.model.lm_head.weight  # tied, frozen
+
+    def log_p(self, hidden: torch.Tensor, yes: list[int], no: list[int]) -> torch.Tensor:
+        """(log P(yes), log P(no)) from final hidden states, over the verdict tokens only."""
+        ids = torch.tensor(yes + no)
+        logits = hidden @ self.head[ids].T  # (B, len(yes) + len(no))
+        both = torch.logsumexp(logits, dim=-1)
+        log_yes = torch.logsumexp(logits[:, : len(yes)], dim=-1) - both
+        log_no = torch.logsumexp(logits[:, len(yes) :], dim=-1) - both
+        return torch.stack([log_yes, log_no], dim=-1)
+
+    def batch_log_p(self, batch: list[dict], prefix_len: int) -> torch.Tensor:
+        """log P(option) for a batch of one task: the shared prefix once, without gradients,
+        then every example's own tokens from its KV cache."""
+        prefix = torch.tensor([batch[0]["ids"][:prefix_len]])
+        with torch.no_grad():
+            cache = self.inner(input_ids=prefix, use_cache=True).past_key_values
+        cache.batch_repeat_interleave(len(batch))
+        own = [e["ids"][prefix_len:] for e in batch]
+        width = max(len(o) for o in own)
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, o in enumerate(own):  # right padding: causal attention never reads it
+            ids[i, : len(o)] = torch.tensor(o)
+        positions = torch.arange(prefix_len, prefix_len + width)
+        hidden = self.inner(
+            input_ids=ids,
+            past_key_values=cache,
+            use_cache=True,
+            cache_position=positions,
+            position_ids=positions.unsqueeze(0).expand(len(batch), -1),
+        ).last_hidden_state
+        last = torch.tensor([len(o) - 1 for o in own])
+        picked = hidden[torch.arange(len(batch)), last]
+        return self.log_p(picked, batch[0]["yes"], batch[0]["no"])
+
+    def full_log_p(self, example: dict) -> torch.Tensor:
+        """The same for one example with a plain forward over its whole prompt."""
+        hidden = self.inner(input_ids=torch.tensor([example["ids"]])).last_hidden_state
+        return self.log_p(hidden[:, -1], example["yes"], example["no"])
+
+
+def check(model: VerdictModel, examples: list[dict], prefix_len: int) -> float:
+    """Largest difference of log P between the shared-prefix path and a full forward."""
+    with torch.no_grad():
+        fast = model.batch_log_p(examples, prefix_len)
+        full = torch.cat([model.full_log_p(e) for e in examples])
+    return float((fast - full).abs().max())
+
+
+def label_index(example: dict) -> int:
+    return 0 if example["label"] == "yes" else 1
+
+
+def evaluate(model: VerdictModel, examples: list[dict], prefixes: dict[str, int], batch: int):
+    """Per task: balanced accuracy at P(yes) >= 0.5 and mean loss, without gradients."""
+    model.model.eval()
+    out = {}
+    for task, prefix_len in prefixes.items():
+        rows = [e for e in examples if e["task"] == task]
+        probs = []
+        with torch.no_grad():
+            for i in range(0, len(rows), batch):
+                probs += model.batch_log_p(rows[i : i + batch], prefix_len)[:, 0].exp().tolist()
+        if not rows:
+            continue
+        yes = [p for p, e in zip(probs, rows, strict=True) if e["label"] == "yes"]
+        no = [p for p, e in zip(probs, rows, strict=True) if e["label"] == "no"]
+        tpr = sum(p >= 0.5 for p in yes) / max(1, len(yes))
+        tnr = sum(p < 0.5 for p in no) / max(1, len(no))
+        loss = -sum(
+            math.log(max(1e-9, p if e["label"] == "yes" else 1 - p))
+            for p, e in zip(probs, rows, strict=True)
+        ) / len(rows)
+        out[task] = {"rows": len(rows), "balanced_accuracy": (tpr + tnr) / 2, "loss": loss}
+    model.model.train()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--model-dir", type=Path, required=True)
+    parser.add_argument("--gguf", default="gemma-3-270m-q4_k_m.gguf")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rank", type=int, default=8)
+    parser.add_argument("--alpha", type=float, default=16.0)
+    parser.add_argument("--dropout", type=float, default=0.05)
+    parser.add_argument("--lr", type=float, default=4e-4)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--limit", type=int, default=None, help="use the first N examples")
+    parser.add_argument("--eval-limit", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=20261130)
+    args = parser.parse_args(argv)
+    if args.rank > 16:
+        parser.error("--rank must be 16 or less")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+
+    train = load_examples(args.data / "train.tokens.jsonl", args.limit)
+    held = load_examples(args.data / "heldout.tokens.jsonl", args.eval_limit)
+    tasks = sorted({e["task"] for e in train})
+    prefixes = {t: shared_prefix([e for e in train + held if e["task"] == t]) for t in tasks}
+    started = time.perf_counter()
+    model = VerdictModel(args.model_dir, args.gguf, args.rank, args.alpha, args.dropout)
+    print(f"loaded in {time.perf_counter() - started:.0f} s; shared prefix tokens {prefixes}")
+    model.model.print_trainable_parameters()
+
+    for task in tasks:
+        sample = [e for e in train if e["task"] == task][:3]
+        diff = check(model, sample, prefixes[task])
+        print(f"check {task}: shared-prefix vs full forward, max |d log P| = {diff:.2e}")
+        if diff > 2e-3:
+            print("train: the shared-prefix path disagrees with a full forward", file=sys.stderr)
+            return 1
+
+    before = evaluate(model, held, prefixes, args.batch)
+    print("held-out before:", json.dumps(before))
+
+    batches = []
+    for task in tasks:
+        rows = [e for e in train if e["task"] == task]
+        rng.shuffle(rows)
+        batches += [rows[i : i + args.batch] for i in range(0, len(rows), args.batch)]
+    steps = max(1, round(len(batches) * args.epochs))
+    order = [batches[i % len(batches)] for i in range(steps)]
+    rng.shuffle(order)
+
+    params = [p for p in model.model.parameters() if p.requires_grad]
+    optimiser = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    warmup = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser,
+        lambda s: min(1.0, (s + 1) / warmup) * max(0.05, 1 - s / steps),
+    )
+    model.model.train()
+    log = []
+    tokens = own_tokens = 0
+    train_start = time.perf_counter()
+    window_loss, window_right, window_n = 0.0, 0, 0
+    for step, batch in enumerate(order, 1):
+        prefix_len = prefixes[batch[0]["task"]]
+        log_p = model.batch_log_p(batch, prefix_len)
+        target = torch.tensor([label_index(e) for e in batch])
+        loss = torch.nn.functional.nll_loss(log_p, target)
+        optimiser.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimiser.step()
+        schedule.step()
+        own = sum(len(e["ids"]) - prefix_len for e in batch)
+        own_tokens += own
+        tokens += own + prefix_len
+        window_loss += loss.item() * len(batch)
+        window_right += int((log_p.argmax(-1) == target).sum())
+        window_n += len(batch)
+        if step % 10 == 0 or step == steps:
+            elapsed = time.perf_counter() - train_start
+            entry = {
+                "step": step,
+                "of": steps,
+                "loss": round(window_loss / window_n, 4),
+                "accuracy": round(window_right / window_n, 3),
+                "examples_per_s": round(step * args.batch / elapsed, 3),
+                "prompt_tokens_per_s": round(tokens / elapsed, 1),
+                "own_tokens_per_s": round(own_tokens / elapsed, 1),
+                "elapsed_s": round(elapsed),
+            }
+            log.append(entry)
+            print(json.dumps(entry), flush=True)
+            window_loss, window_right, window_n = 0.0, 0, 0
+    elapsed = time.perf_counter() - train_start
+
+    after = evaluate(model, held, prefixes, args.batch)
+    print("held-out after:", json.dumps(after))
+    args.out.mkdir(parents=True, exist_ok=True)
+    model.model.save_pretrained(args.out)
+    summary = {
+        "examples": len(train),
+        "steps": steps,
+        "batch": args.batch,
+        "epochs": args.epochs,
+        "rank": args.rank,
+        "alpha": args.alpha,
+        "lr": args.lr,
+        "train_seconds": round(elapsed),
+        "examples_per_s": round(steps * args.batch / elapsed, 3),
+        "prompt_tokens_per_s": round(tokens / elapsed, 1),
+        "own_tokens_per_s": round(own_tokens / elapsed, 1),
+        "shared_prefix_tokens": prefixes,
+        "heldout_before": before,
+        "heldout_after": after,
+        "log": log,
+        "threads": torch.get_num_threads(),
+    }
+    (args.out / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"saved {args.out} after {elapsed:.0f} s of training")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
