@@ -102,12 +102,15 @@ class Judge:
         meaningful: bool = True,
         model: ResolvedModel | None = None,
         cache_prefixes: bool = False,
+        extracts_claims: bool | None = None,
     ) -> None:
         check_slots(slots, max_prefixes)
         self.engine = engine
         self.model = model  # the registry's view of it, when it came from there
         self.name = name or engine.name
         self.meaningful = meaningful  # False: a base model, its verdicts mean nothing
+        # False: a judge tuned for verdicts only; the hallucination scorer splits sentences
+        self.extracts_claims = meaningful if extracts_claims is None else extracts_claims
         self.chat_template = engine.chat_template
         self.parse_special = self.chat_template is not None
         self._grammars: dict[str, CompiledGrammar] = {}
@@ -200,6 +203,7 @@ class Judge:
             jump_forward=jump_forward,
             name=name,
             meaningful=resolved.meaningful,
+            extracts_claims=resolved.meaningful and resolved.extracts_claims,
             model=resolved,
             cache_prefixes=cache_prefixes,
         )

@@ -21,6 +21,7 @@ from localjudge.paths import home, models_dir
 FITNESS_NOTE = {
     "mechanics-only": "verdicts are not meaningful (base model); use it to test the mechanics",
     "judge": "usable as a judge",
+    "verdicts": "usable for yes/no verdicts (a small tuned judge): claims are split into sentences",
     "unknown": "fitness as a judge not assessed",
 }
 
@@ -55,6 +56,12 @@ class ModelEntry:
     @property
     def meaningful(self) -> bool:
         return self.fitness != "mechanics-only"
+
+    @property
+    def extracts_claims(self) -> bool:
+        """Whether its free-text answers (claim extraction) can be trusted, not only its
+        verdicts: a judge tuned for verdicts alone writes poor free text."""
+        return self.fitness in ("judge", "unknown")
 
     @property
     def adapter_path(self) -> Path | None:
@@ -127,6 +134,10 @@ class ResolvedModel:
     @property
     def meaningful(self) -> bool:
         return self.entry.meaningful if self.entry else True
+
+    @property
+    def extracts_claims(self) -> bool:
+        return self.entry.extracts_claims if self.entry else True
 
     @property
     def adapters(self) -> tuple[tuple[Path, float], ...]:

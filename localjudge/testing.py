@@ -66,6 +66,7 @@ class FakeJudge(Judge):
         meaningful: bool = True,
         step_seconds: float = 0.0,
         cache_prefixes: bool = False,
+        extracts_claims: bool | None = None,
     ) -> None:
         engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)
         super().__init__(
@@ -76,4 +77,5 @@ class FakeJudge(Judge):
             name="fake-judge",
             meaningful=meaningful,
             cache_prefixes=cache_prefixes,
+            extracts_claims=extracts_claims,
         )

@@ -143,6 +143,23 @@ def test_sentence_extraction_and_auto_mode(tmp_home):
     assert "not meaningful" in result.to_dict()["judge"]["note"]
 
 
+def test_auto_extraction_splits_sentences_for_a_verdicts_only_judge(tmp_home):
+    """A judge tuned for verdicts alone (registry fitness "verdicts") is meaningful, but its
+    free text is not trusted: "auto" splits sentences; "judge" still asks it."""
+    tuned = FakeJudge(make_script(), extracts_claims=False)
+    auto = create_hallucination_scorer(tuned).run({"output": "The sky is blue. It is day."})
+    asked = create_hallucination_scorer(tuned, extraction="judge").run(
+        {"output": "The sky is blue. It is day."}
+    )
+    tuned.close()
+    assert auto.details["extraction"] == "sentences" and auto.preprocess_prompt is None
+    assert auto.to_dict()["judge"]["meaningful"] is True
+    assert asked.details["extraction"] == "judge" and asked.preprocess_prompt is not None
+    plain = FakeJudge(make_script())
+    assert create_hallucination_scorer(plain).extraction_mode() == "judge"
+    plain.close()
+
+
 def test_template_reason_skips_the_judge(judge):
     scorer = create_hallucination_scorer(judge, extraction="sentences", reason="template")
     result = scorer.run({"output": "The sky is blue. The moon is cheese."})

@@ -81,10 +81,11 @@ class HallucinationScorer(Scorer):
         self.claims_max_tokens = claims_max_tokens
 
     def extraction_mode(self) -> str:
-        """ "auto" means sentences for judges whose verdicts are not meaningful, else judge."""
+        """ "auto" means the judge extracts the claims when its free text can be trusted,
+        else sentences (a base model, or a judge tuned for verdicts only)."""
         if self.extraction != "auto":
             return self.extraction
-        return "judge" if self.judge.meaningful else "sentences"
+        return "judge" if self.judge.extracts_claims else "sentences"
 
     async def _context(
         self, run: ScorerRun, results: dict, score: float | None, step: str
@@ -200,7 +201,8 @@ def create_hallucination_scorer(
     default. `context`: static context strings. `get_context(run=, results=, score=, step=)`
     (plain or async) resolves context at run time and replaces it entirely, even with `[]`.
     `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter) or
-    "auto" (sentences when the judge is a base model). `reason`: "judge" or "template"
+    "auto" (sentences unless the judge's free text can be trusted: not a base model or a
+    judge tuned for verdicts only). `reason`: "judge" or "template"
     (built from the verdicts, no judge call). Every claim is judged unless `max_claims` caps
     them; the result's `truncated` then says how many were left out.
     """
