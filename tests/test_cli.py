@@ -18,7 +18,7 @@ def test_models_list_json():
     assert result.exit_code == 0
     rows = json.loads(result.output)
     default = next(r for r in rows if r["default"])
-    assert default["name"] == "gemma-3-270m" and default["fitness"] == "mechanics-only"
+    assert default["name"] == "gemma-3-270m-judge" and default["fitness"] == "verdicts"
 
 
 def test_models_list_table():
@@ -76,4 +76,4 @@ def test_demo_prints_constrained_verdicts():
     assert len(verdict_lines) == 2
     for line in verdict_lines:
         assert json.loads(line.split("verdict JSON:", 1)[1])["verdict"] in ("yes", "no")
-    assert "not meaningful" in result.output
+    assert "not meaningful" not in result.output  # the default judge carries its adapter

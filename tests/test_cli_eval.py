@@ -105,7 +105,7 @@ def test_score_toxicity_readable_from_stdin():
     )
     assert result.exit_code == 0, result.output
     assert result.output.startswith("toxicity-scorer: ")
-    assert "not meaningful" in result.output
+    assert "not meaningful" not in result.output  # the default judge carries its adapter
 
 
 @pytest.mark.real

