@@ -292,6 +292,7 @@ def run_llama_server_way(
     n_ctx: int,
     rounds: int = 1,
     gpu_layers: int | None = None,
+    adapters: tuple[tuple[Path, float], ...] = (),
 ) -> WayResult:
     """llama.cpp's own server, tuned as its users would: `slots` parallel slots over one
     unified KV cache with the full SWA cache (so prompt caching works on Gemma 3), prompt
@@ -325,6 +326,8 @@ def run_llama_server_way(
     ]  # fmt: skip
     if gpu_layers is not None:
         command += ["-ngl", str(gpu_layers)]
+    if adapters:  # the judge's LoRA adapters, as our engine applies them
+        command += ["--lora-scaled", ",".join(f"{path}:{scale:g}" for path, scale in adapters)]
     log = tempfile.TemporaryFile()  # noqa: SIM115 (closed below); a file never blocks the server
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
@@ -404,8 +407,10 @@ def run_outlines_way(
     max_tokens: int,
     n_ctx: int,
     gpu_layers: int | None = None,
+    adapters: tuple[tuple[Path, float], ...] = (),
 ) -> WayResult:
-    """The baseline: outlines' llama.cpp integration, one claim at a time, greedy."""
+    """The baseline: outlines' llama.cpp integration, one claim at a time, greedy (with the
+    judge's LoRA adapter: llama-cpp-python's `Llama` takes one)."""
     import outlines
     from outlines.types import JsonSchema
 
@@ -413,7 +418,13 @@ def run_outlines_way(
 
     schema = load_schema(SCHEMA)
     with _PeakRss() as rss:
-        llm = open_llama(model_path, n_ctx=n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)
+        llm = open_llama(
+            model_path,
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_gpu_layers=gpu_layers,
+            adapter=adapters[0] if adapters else None,
+        )
         try:
             generator = outlines.Generator(
                 outlines.from_llamacpp(llm, chat_mode=False), JsonSchema(json.dumps(schema))
@@ -550,6 +561,7 @@ def run_bench(
                         n_ctx=n_ctx,
                         rounds=rounds,
                         gpu_layers=gpu_layers,
+                        adapters=resolved.adapters,
                     )
                 )
             if "a" in ways:
@@ -562,6 +574,7 @@ def run_bench(
                         max_tokens=max_tokens,
                         n_ctx=n_ctx,
                         gpu_layers=gpu_layers,
+                        adapters=resolved.adapters,
                     )
                 )
             gc.collect()

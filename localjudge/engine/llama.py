@@ -415,9 +415,17 @@ def _ftype_name(value: object) -> str:
     return "unknown"
 
 
-def open_llama(path: Path, *, n_ctx: int, n_threads: int | None, n_gpu_layers: int | None):
+def open_llama(
+    path: Path,
+    *,
+    n_ctx: int,
+    n_threads: int | None,
+    n_gpu_layers: int | None,
+    adapter: tuple[Path, float] | None = None,
+):
     """llama-cpp-python's high-level `Llama` on `path`, for baselines that need it (the
-    benchmark's outlines way), so that nothing outside `engine/` imports llama_cpp."""
+    benchmark's outlines way), so that nothing outside `engine/` imports llama_cpp.
+    `adapter`: one LoRA adapter (path, scale), as the judge applies it."""
     threads = n_threads or physical_cores()
     if n_gpu_layers is None:
         n_gpu_layers = -1 if gpu_offload_available() else 0
@@ -429,5 +437,7 @@ def open_llama(path: Path, *, n_ctx: int, n_threads: int | None, n_gpu_layers: i
         n_batch=512,
         n_ubatch=256,
         n_gpu_layers=n_gpu_layers,
+        lora_path=str(adapter[0]) if adapter else None,
+        lora_scale=adapter[1] if adapter else 1.0,
         verbose=False,
     )
