@@ -172,7 +172,7 @@ def _measured(
 
 
 def run_scheduler_way(
-    model_path: Path,
+    model: str | Path,
     items,
     *,
     slots: int,
@@ -185,15 +185,16 @@ def run_scheduler_way(
     rounds: int = 1,
     warm: bool = False,
 ) -> WayResult:
-    """Our scheduler on the workload's claims; the median of `rounds` rounds, each on an
-    idle judge (no prefix kept between rounds). `warm`: as llama-server is measured, the
+    """Our scheduler on the workload's claims (`model`: a registry name keeps the entry's
+    LoRA adapters); the median of `rounds` rounds, each on an idle judge (no prefix kept
+    between rounds). `warm`: as llama-server is measured, the
     judge keeps evaluated prefixes (`cache_prefixes`) and one warm-up round is not
     counted."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
         Judge.load(
-            model_path,
+            model,
             slots=slots,
             max_prefixes=len(items) + 1,
             n_ctx=n_ctx,
@@ -232,7 +233,7 @@ def run_scheduler_way(
 
 
 def run_scorer_way(
-    model_path: Path,
+    model: str | Path,
     items,
     *,
     slots: int,
@@ -253,7 +254,7 @@ def run_scorer_way(
     with (
         _PeakRss() as rss,
         Judge.load(
-            model_path,
+            model,
             slots=slots,
             max_prefixes=2 * len(items) + 2,
             n_ctx=n_ctx,
@@ -470,6 +471,8 @@ def run_bench(
     """Run the chosen ways on the chosen workloads. Our ways run first and outlines' last,
     so memory or threads the baseline leaves behind cannot slow ours."""
     resolved = resolve(model)
+    # our ways load the registry entry by name, so they apply its adapters as ways a and s do
+    judge_model = resolved.name if resolved.entry is not None else resolved.path
     reports = [WorkloadReport(workload=name) for name in workloads]
     items_of = {
         name: workload_items("multi" if name == "scorer" else name, claims) for name in workloads
@@ -495,7 +498,7 @@ def run_bench(
                 progress(f"scorer: ({way}) the hallucination scorer, claim_reasons={mode}")
                 report.ways.append(
                     run_scorer_way(
-                        resolved.path,
+                        judge_model,
                         items,
                         slots=slots,
                         threads=threads,
@@ -522,7 +525,7 @@ def run_bench(
             progress(f"{report.workload}: ({way}) {label[3:]}")
             report.ways.append(
                 run_scheduler_way(
-                    resolved.path,
+                    judge_model,
                     items,
                     slots=num_slots,
                     threads=threads,
@@ -542,7 +545,11 @@ def run_bench(
             progress(f"{report.workload}: bare engine decode at 1 and {slots} sequences")
             for n_seqs in sorted({1, slots}):
                 report.engine_tok_s[n_seqs] = raw_decode_tokens_per_s(
-                    resolved.path, n_seqs, threads=threads, gpu_layers=gpu_layers
+                    resolved.path,
+                    n_seqs,
+                    threads=threads,
+                    gpu_layers=gpu_layers,
+                    adapters=resolved.adapters,
                 )
     if ("a" in ways or "s" in ways) and text_workloads:
         for report in reports:
@@ -589,6 +596,7 @@ def raw_decode_tokens_per_s(
     *,
     threads: int | None,
     gpu_layers: int | None = None,
+    adapters: tuple[tuple[Path, float], ...] = (),
     prompt_tokens: int = 347,
     steps: int = 32,
 ) -> float:
@@ -602,6 +610,7 @@ def raw_decode_tokens_per_s(
         n_seq_max=n_seqs + 1,
         n_threads=threads,
         n_gpu_layers=gpu_layers,
+        adapters=adapters,
     )
     with LlamaEngine(model_path, config) as engine:
         prompt = engine.tokenize(" ".join(SINGLE_CONTEXT) * 4)[:prompt_tokens]

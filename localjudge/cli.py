@@ -904,6 +904,7 @@ def bench(
         "slots": slots,
         "max_tokens": max_tokens,
         "rounds": rounds,
+        "adapters": [f"{path.name}:{scale:g}" for path, scale in resolved.adapters],
     }
     if as_json:
         click.echo(json.dumps(reports_to_json(reports, model=resolved.name, meta=meta), indent=2))
