@@ -6,15 +6,16 @@
 (c) our scheduler with N slots;
 (f) (c) with verdict-first lazy reasons: only "yes" verdicts are explained;
 (n) (c) with no reason at all: the verdict alone (the ceiling of lazy reasons);
-(w) (c) measured as (s) is: evaluated prefixes kept (`cache_prefixes`), the same KV cells
-    as the server gets, one warm-up round not counted;
+(w) (c) measured as (s) is, warm: one warm-up round not counted, the judge's default
+    prompt cache keeping what that round evaluated (llama-server keeps it in its slots and
+    its own prompt cache);
 (s) llama.cpp's own `llama-server` (given with --llama-server), tuned: N parallel slots,
     unified KV cache, full SWA cache, prompt caching, its own JSON-schema grammar, N
     requests in flight; one warm-up round is not counted.
 Every way gets the same prompt texts, schema, token budget and greedy decoding. Workloads:
 `single` (one context, many claims), `multi` (a few contexts), `rag` (24+ long contexts of
-~1,500 tokens, 6 claims each) and `scorer` (the whole hallucination scorer over items:
-judge-extracted claims, verdicts and a reason; ways c and f; its unit is the item).
+~1,500 tokens, 6 claims each) and `scorer` (the whole hallucination scorer, with its
+defaults, over items: claims, verdicts and a reason; ways c and f; its unit is the item).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import psutil
 
 from localjudge.bench_workloads import SINGLE_CONTEXT, workload_items
 from localjudge.grammar import load_schema
-from localjudge.judge import Judge
+from localjudge.judge import DEFAULT_PROMPT_CACHE_MIB, Judge
 from localjudge.prompts import claim_verdict_prompt
 from localjudge.registry import resolve
 
@@ -186,10 +187,10 @@ def run_scheduler_way(
     warm: bool = False,
 ) -> WayResult:
     """Our scheduler on the workload's claims (`model`: a registry name keeps the entry's
-    LoRA adapters); the median of `rounds` rounds, each on an idle judge (no prefix kept
-    between rounds). `warm`: as llama-server is measured, the
-    judge keeps evaluated prefixes (`cache_prefixes`) and one warm-up round is not
-    counted."""
+    LoRA adapters); the median of `rounds` rounds, each on an idle judge (nothing kept
+    between rounds: no prompt cache). `warm`: as llama-server is measured, one warm-up round
+    is not counted and the judge has its default prompt cache, which keeps the prefixes that
+    round evaluated in host memory."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
@@ -200,7 +201,7 @@ def run_scheduler_way(
             n_ctx=n_ctx,
             n_threads=threads,
             n_gpu_layers=gpu_layers,
-            cache_prefixes=warm,
+            prompt_cache_mib=DEFAULT_PROMPT_CACHE_MIB if warm else 0,
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)
@@ -244,9 +245,10 @@ def run_scorer_way(
     claim_reasons: str = "all",
     rounds: int = 1,
 ) -> WayResult:
-    """The whole hallucination scorer (judge-extracted claims, a verdict per claim, a
-    judge-written reason) over items whose output states the workload's claims; the unit
-    is the item."""
+    """The whole hallucination scorer with its defaults (claims extracted as the judge's
+    fitness allows: by the judge, or sentences for a verdicts-only judge; a verdict per
+    claim; a judge-written reason) over items whose output states the workload's claims;
+    the unit is the item. Nothing is kept between rounds (no prompt cache)."""
     from localjudge.evals.run import run_evals
     from localjudge.scorers import create_hallucination_scorer
 
@@ -260,11 +262,10 @@ def run_scorer_way(
             n_ctx=n_ctx,
             n_threads=threads,
             n_gpu_layers=gpu_layers,
+            prompt_cache_mib=0,
         ) as judge,
     ):
-        scorer = create_hallucination_scorer(
-            judge, extraction="judge", reason="judge", claim_reasons=claim_reasons
-        )
+        scorer = create_hallucination_scorer(judge, claim_reasons=claim_reasons)
         walls, scored = [], []
         for _ in range(rounds):
             start = time.perf_counter()
@@ -479,7 +480,7 @@ def run_bench(
     }
     text_workloads = [w for w in workloads if w != "scorer"]
     texts_of: dict[str, list[str]] = {}
-    if set(ways) & set("asw") and text_workloads:  # the prompts as whole texts
+    if set(ways) & set("as") and text_workloads:  # the prompts as whole texts
         with Judge.load(
             resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
         ) as judge:
@@ -530,9 +531,7 @@ def run_bench(
                     slots=num_slots,
                     threads=threads,
                     max_tokens=max_tokens,
-                    n_ctx=server_ctx(slots, texts_of[report.workload], max_tokens, n_ctx)
-                    if way == "w"
-                    else n_ctx,
+                    n_ctx=n_ctx,
                     label=label,
                     gpu_layers=gpu_layers,
                     reasons_for=reasons_for,

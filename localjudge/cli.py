@@ -727,8 +727,25 @@ def eval_command(
     type=click.FloatRange(0.1),
     help="Seconds a request may take; past it, it is cancelled.",
 )
+@click.option(
+    "--prompt-cache-mib",
+    default=None,
+    type=click.FloatRange(0),
+    help="Host memory for saved prompt prefixes: a context sent again is restored, not "
+    "evaluated again (default 512; 0: off).",
+)
 def serve(
-    model, gpu_layers, n_ctx, threads, slots, host, port, api_key, max_body_mb, request_timeout
+    model,
+    gpu_layers,
+    n_ctx,
+    threads,
+    slots,
+    host,
+    port,
+    api_key,
+    max_body_mb,
+    request_timeout,
+    prompt_cache_mib,
 ):
     """Serve the scorers over HTTP on one loaded judge: GET /v1/scorers,
     POST /v1/scorers/{name}/run, POST /v1/evals (NDJSON), GET /health, GET /metrics.
@@ -748,7 +765,7 @@ def serve(
         check_binding(host, api_key)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    from localjudge.judge import DEFAULT_SLOTS, Judge
+    from localjudge.judge import DEFAULT_PROMPT_CACHE_MIB, DEFAULT_SLOTS, Judge
 
     judge = Judge.load(
         model,
@@ -759,6 +776,7 @@ def serve(
         n_ctx=n_ctx,
         n_threads=threads,
         cache_prefixes=True,  # requests that start with the same tokens skip that prefill
+        prompt_cache_mib=DEFAULT_PROMPT_CACHE_MIB if prompt_cache_mib is None else prompt_cache_mib,
     )
     app = create_app(
         judge,
@@ -827,7 +845,7 @@ def demo(model: str | None) -> None:
     default="abc",
     show_default=True,
     help="Which ways to run: a (outlines), b (x1), c (xN), f (xN, only flagged verdicts "
-    "explained), n (xN, no reasons), w (xN, warm prefix cache, as s is measured), "
+    "explained), n (xN, no reasons), w (xN, warm: a warm-up round not counted, the default prompt cache; as s is measured), "
     "s (llama-server; needs --llama-server).",
 )
 @click.option(

@@ -42,6 +42,9 @@ DEFAULT_SLOTS = (
     32  # sequences per decode: on 2 CPU cores 32 beat 16 by 8-28% (README, `bench --slots`)
 )
 AUTO_PREFIX_TOKENS = 32  # shortest token prefix worth a shared group of its own
+# host memory for saved prefix states (the prompt cache); a ~2,000-token context of the
+# embedded model takes ~36 MiB
+DEFAULT_PROMPT_CACHE_MIB = 512
 MAX_SEQUENCES = 256  # llama.cpp's limit of sequences in one context (LLAMA_MAX_SEQ)
 
 
@@ -103,8 +106,11 @@ class Judge:
         model: ResolvedModel | None = None,
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
+        prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
     ) -> None:
         check_slots(slots, max_prefixes)
+        if not prompt_cache_mib >= 0:
+            raise ValueError(f"prompt_cache_mib must be 0 or more, not {prompt_cache_mib!r}")
         self.engine = engine
         self.model = model  # the registry's view of it, when it came from there
         self.name = name or engine.name
@@ -133,6 +139,7 @@ class Judge:
                 eog_ids=frozenset(engine.eog_ids),
                 cache_prefixes=cache_prefixes,
                 auto_prefix=AUTO_PREFIX_TOKENS if cache_prefixes else 0,
+                prompt_cache_bytes=int(prompt_cache_mib * (1 << 20)),
             )
             self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
         except BaseException:
@@ -156,6 +163,7 @@ class Judge:
         cache_prefixes: bool = False,
         adapter: str | Path | None = None,
         adapter_scale: float = 1.0,
+        prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
@@ -164,12 +172,20 @@ class Judge:
         name no prefix share their longest common token prefix with any request before
         them (a server's choice: requests that start the same way skip that prefill).
         `adapter`: a GGUF LoRA adapter applied to every sequence (beside any the registry
-        entry names)."""
+        entry names). `prompt_cache_mib`: host memory for the prompt cache, where a shared
+        prefix (instructions, a context) is saved when it leaves the KV cache, so a later
+        request with the same prefix restores its cells instead of evaluating it again
+        (0: off)."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge
 
-            return FakeJudge(slots=slots or 4, n_ctx=n_ctx or 20000, cache_prefixes=cache_prefixes)
+            return FakeJudge(
+                slots=slots or 4,
+                n_ctx=n_ctx or 20000,
+                cache_prefixes=cache_prefixes,
+                prompt_cache_mib=prompt_cache_mib,
+            )
         if kind != "llama":
             raise ModelError(f"unknown LOCALJUDGE_ENGINE {kind!r}; known: llama, fake")
         resolved = resolve(model)
@@ -206,6 +222,7 @@ class Judge:
             extracts_claims=resolved.meaningful and resolved.extracts_claims,
             model=resolved,
             cache_prefixes=cache_prefixes,
+            prompt_cache_mib=prompt_cache_mib,
         )
 
     @property

@@ -67,6 +67,7 @@ class FakeJudge(Judge):
         step_seconds: float = 0.0,
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
+        prompt_cache_mib: float = 0,
     ) -> None:
         engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)
         super().__init__(
@@ -78,4 +79,5 @@ class FakeJudge(Judge):
             meaningful=meaningful,
             cache_prefixes=cache_prefixes,
             extracts_claims=extracts_claims,
+            prompt_cache_mib=prompt_cache_mib,
         )

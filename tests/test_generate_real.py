@@ -208,3 +208,35 @@ def test_automatic_prefixes_match_explicit_ones_on_the_real_engine():
         assert a.value["verdict"] == b.value["verdict"]
         p, q = a.choice("verdict").probabilities, b.choice("verdict").probabilities
         assert abs(p["yes"] - q["yes"]) < 0.02  # batch shapes differ; the cells do not
+
+
+def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
+    from localjudge import Judge
+
+    context = [
+        "The museum opens at 9 and closes at 17. Entry costs 12 euros; children under 12 "
+        "enter free. The café on the roof serves lunch from noon."
+    ]
+    parts = [claim_verdict_prompt(context, c) for c in ("It opens at 9.", "It has a pool.")]
+    # one slot: each claim's own tokens are evaluated alone in both rounds (same shapes)
+    with Judge.load(slots=1, max_prefixes=2, n_ctx=4096, prompt_cache_mib=64) as judge:
+
+        def requests():
+            return [judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
+
+        first = judge.generate_many(requests())
+        before = judge.runtime.stats
+        second = judge.generate_many(requests())
+        after = judge.runtime.stats
+        cache = judge.scheduler.prompt_cache
+        prefix = sum(len(judge.tokenize(s)) for s in requests()[0].prefix_segments)
+        assert cache.num_bytes > 0 and len(cache) >= 1
+    # the instructions and context were saved after round 1, restored in round 2
+    assert after.num_states_restored - before.num_states_restored == 1
+    assert after.num_tokens_restored - before.num_tokens_restored >= prefix - 2
+    evaluated = after.num_prompt_tokens - before.num_prompt_tokens
+    assert evaluated == sum(r.counts.prompt_evaluated for r in second) < 60
+    for a, b in zip(first, second, strict=True):
+        assert a.value["verdict"] == b.value["verdict"]
+        p, q = a.choice("verdict").probabilities, b.choice("verdict").probabilities
+        assert abs(p["yes"] - q["yes"]) < 0.02  # the same cells, restored bit for bit

@@ -476,3 +476,189 @@ def test_verdict_first_closes_the_json_when_no_reason_is_wanted(fake_vocabulary,
             assert short.value == {"verdict": "no", "reason": ""} and short.reason_skipped
             assert short.counts.generated < full.counts.generated
             assert short.finish_reason == "stop"
+
+
+# -- the prompt cache: prefix states saved to host memory and restored ---------------------
+
+from localjudge.scheduler.prompt_cache import PromptCache  # noqa: E402
+
+RULES = "Judge each claim against its context and reply in JSON. " * 4 + "\n"
+
+
+def report(i: int) -> str:
+    return (
+        f"Context: report {i}. "
+        + " ".join(f"Figure {k} of report {i} is {k * i}." for k in range(8))
+        + "\n"
+    )
+
+
+def item_requests(grammar, items, claims=2):
+    return [
+        claim_request(grammar, f"r{i} c{j}", prefix=(RULES, report(i)))
+        for i in items
+        for j in range(claims)
+    ]
+
+
+def run_round(scheduler, runtime, engine, requests):
+    for request in requests:
+        scheduler.add(runtime.tokenize_request(request))
+    outcomes = drive(scheduler, engine)
+    return [outcomes[r.request_id] for r in requests]
+
+
+def test_prompt_cache_is_bounded_by_bytes_least_recently_used_first():
+    cache = PromptCache(100)
+    cache.put((1,), bytearray(40))
+    cache.put((2,), bytearray(40))
+    assert cache.get((1,)) is not None  # (2,) is now the least recently used
+    cache.put((3,), bytearray(40))
+    assert (1,) in cache and (3,) in cache and (2,) not in cache
+    assert cache.num_bytes == 80 and cache.stats.evicted == 1
+    cache.put((4,), bytearray(101))  # larger than the whole budget: never stored
+    assert (4,) not in cache and cache.stats.refused == 1 and len(cache) == 2
+    cache.put((1,), bytearray(10))  # a new state for the same prefix replaces the old
+    assert cache.num_bytes == 50
+    with pytest.raises(ValueError):
+        PromptCache(-1)
+
+
+def test_saved_prefixes_are_restored_instead_of_evaluated_again(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_prefixes=4, prompt_cache_bytes=1 << 20
+    )
+    assert len(engine.tokenize(RULES + report(0))) >= 64  # long enough to be saved
+    first = run_round(scheduler, runtime, engine, item_requests(grammar, range(3)))
+    evaluated = scheduler.stats.num_prompt_tokens
+    assert engine.kv == {} and not scheduler.groups  # nothing kept in the KV cache...
+    # ...but each item's prefix (the rules and its report) was saved before it left
+    assert scheduler.stats.num_states_saved == len(scheduler.prompt_cache) >= 3
+    plans_before = len(engine.plans)
+    second = run_round(scheduler, runtime, engine, item_requests(grammar, range(3)))
+    assert [r.value for r in second] == [r.value for r in first]
+    restores = [r for plan in engine.plans[plans_before:] for r in plan.restores]
+    assert len(restores) == 3 and scheduler.stats.num_states_restored == 3
+    # the second round evaluated each claim's own tokens and nothing else
+    items = [runtime.tokenize_request(r) for r in item_requests(grammar, range(3))]
+    assert [r.counts.prompt_evaluated for r in second] == [len(i.prompt_tokens) for i in items]
+    assert scheduler.stats.num_prompt_tokens - evaluated == sum(len(i.prompt_tokens) for i in items)
+    assert scheduler.stats.num_tokens_restored == sum(len(i.level_keys[-1]) for i in items[::2])
+    assert all(
+        r.counts.prefix_reused == len(i.prefix_tokens) for r, i in zip(second, items, strict=True)
+    )
+    assert engine.kv == {} and scheduler.num_reserved_cells == 0
+
+
+def test_without_a_prompt_cache_a_second_round_evaluates_everything(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, max_num_prefixes=4)
+    run_round(scheduler, runtime, engine, item_requests(grammar, range(3)))
+    evaluated = scheduler.stats.num_prompt_tokens
+    run_round(scheduler, runtime, engine, item_requests(grammar, range(3)))
+    assert scheduler.stats.num_prompt_tokens == 2 * evaluated
+    assert not any(plan.saves or plan.restores for plan in engine.plans)
+
+
+def test_a_small_prompt_cache_keeps_the_most_recent_prefixes(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_seqs=2, max_num_prefixes=2, prompt_cache_bytes=1 << 20
+    )
+    run_round(scheduler, runtime, engine, item_requests(grammar, range(4)))
+    sizes = {
+        key: len(scheduler.prompt_cache.get(key)) for key in list(scheduler.prompt_cache._states)
+    }
+    assert len(sizes) >= 4
+    # a budget for about two item states: the rules alone and the last items stay
+    scheduler.prompt_cache = PromptCache(2 * max(sizes.values()) + 8)
+    run_round(scheduler, runtime, engine, item_requests(grammar, range(4)))
+    restored = scheduler.stats.num_states_restored
+    results = run_round(scheduler, runtime, engine, item_requests(grammar, [3, 2]))
+    assert scheduler.stats.num_states_restored - restored == 2  # the two most recent items
+    assert all(r.value["verdict"] == "no" for r in results)
+
+
+def test_admission_waits_for_the_save_of_the_prefix_it_needs(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_prefixes=4, prompt_cache_bytes=1 << 20
+    )
+    for request in item_requests(grammar, [0]):
+        scheduler.add(runtime.tokenize_request(request))
+    while scheduler.running or scheduler.waiting:  # run until the requests are done...
+        step = scheduler.schedule()
+        scheduler.update_from_output(step, engine.execute(step.plan))
+    assert scheduler.has_work()  # ...the save of their prefix is still to come
+    for request in item_requests(grammar, [0]):  # the same item again, before that step
+        scheduler.add(runtime.tokenize_request(request))
+    step = scheduler.schedule()
+    assert step.plan.saves and not scheduler.running  # saved first, admitted after
+    scheduler.update_from_output(step, engine.execute(step.plan))
+    step = scheduler.schedule()
+    assert len(step.plan.restores) == 1 and scheduler.running
+    scheduler.update_from_output(step, engine.execute(step.plan))
+    results = drive(scheduler, engine)
+    assert all(r.value["verdict"] == "no" for r in results.values())
+
+
+def test_an_engine_failure_drops_the_saved_states(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_prefixes=4, prompt_cache_bytes=1 << 20
+    )
+    run_round(scheduler, runtime, engine, item_requests(grammar, range(2)))
+    assert len(scheduler.prompt_cache) > 0
+    for request in item_requests(grammar, range(2)):
+        scheduler.add(runtime.tokenize_request(request))
+    scheduler.schedule()  # restores planned, then the step fails
+    engine.clear()
+    scheduler.requeue_running(GenerationError("step failed"))
+    assert len(scheduler.prompt_cache) == 0
+    results = drive(scheduler, engine)
+    assert all(r.value["verdict"] == "no" for r in results.values())
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_prompt_cache_random_arrivals_evictions_and_cancels(fake_vocabulary, grammar, seed):
+    import random
+
+    rng = random.Random(seed)
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary,
+        n_ctx=rng.choice([1200, 2000, 4000]),
+        max_num_seqs=rng.choice([1, 2, 4]),
+        max_num_prefixes=rng.choice([1, 2, 3, 8]),
+        token_budget=rng.choice([16, 64, 256]),
+        cache_prefixes=rng.random() < 0.5,
+        prompt_cache_bytes=rng.choice([3000, 6000, 1 << 20]),
+    )
+    expected, cancelled, finished = {}, set(), {}
+    for n in range(40):
+        item = rng.randrange(6)
+        claim = f"r{item} c{n} {rng.choice(['moon', 'sky'])}"
+        prefix = (RULES, report(item)) if rng.random() < 0.8 else report(item)
+        tokenized = runtime.tokenize_request(claim_request(grammar, claim, prefix=prefix))
+        scheduler.add(tokenized)
+        expected[tokenized.request.request_id] = json.loads(verdict_script(f"Claim: {claim}\n"))
+        for _ in range(rng.randint(0, 8)):
+            if not scheduler.has_work():
+                break
+            step = scheduler.schedule()
+            scheduler.update_from_output(step, engine.execute(step.plan))
+            for done in scheduler.take_finished():
+                finished[done.request_id] = done.result or done.error
+        if rng.random() < 0.1:
+            victim = rng.choice(list(expected))
+            if victim not in finished and scheduler.cancel(victim):
+                cancelled.add(victim)
+    finished.update(drive(scheduler, engine))
+    assert set(finished) == set(expected)
+    for request_id, outcome in finished.items():
+        if request_id in cancelled:
+            assert isinstance(outcome, RequestCancelled)
+        else:
+            assert not isinstance(outcome, Exception), outcome
+            assert outcome.value == expected[request_id]
+    assert scheduler.stats.num_states_restored > 0  # the cache was used, not bypassed
+    assert scheduler.prompt_cache.num_bytes <= scheduler.prompt_cache.max_bytes
+    check_kept_groups(engine, scheduler)
+    scheduler.fail_all(GenerationError("reset"))
+    assert not scheduler.groups and scheduler.num_reserved_cells == 0
+    runtime.close()

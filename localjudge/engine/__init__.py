@@ -2,7 +2,7 @@
 
 from localjudge.engine.gguf import GGUFHeader, read_gguf_header
 from localjudge.engine.llama import EngineConfig, LlamaEngine, llama_build_info
-from localjudge.engine.plan import BatchToken, SeqCopy, StepOutput, StepPlan
+from localjudge.engine.plan import BatchToken, SeqCopy, SeqRestore, StepOutput, StepPlan
 
 __all__ = [
     "BatchToken",
@@ -10,6 +10,7 @@ __all__ = [
     "GGUFHeader",
     "LlamaEngine",
     "SeqCopy",
+    "SeqRestore",
     "StepOutput",
     "StepPlan",
     "llama_build_info",

@@ -48,7 +48,8 @@ class Engine(Protocol):
         """The prompt text of `messages`: the chat template, or plain completion."""
 
     def execute(self, plan: StepPlan) -> StepOutput:
-        """Removals, prefix copies, then one batch; the logits rows that were asked for."""
+        """State saves, removals, state restores, prefix copies, then one batch; the logits
+        rows that were asked for and the saved states."""
 
     def clear(self) -> None:
         """Drop every sequence's KV cells (after a failed step)."""

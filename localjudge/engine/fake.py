@@ -133,8 +133,15 @@ class FakeEngine:
         if self.step_seconds:
             time.sleep(self.step_seconds)
         self.plans.append(plan)
+        # a saved state: the sequence's cells as int32 ids (llama.cpp writes KV rows instead)
+        states = {
+            seq_id: bytearray(np.asarray(self.kv.get(seq_id, []), dtype=np.int32).tobytes())
+            for seq_id in plan.saves
+        }
         for seq_id in plan.removals:
             self.kv.pop(seq_id, None)
+        for restore in plan.restores:
+            self.kv[restore.seq_id] = np.frombuffer(bytes(restore.data), dtype=np.int32).tolist()
         for copy in plan.copies:
             source = self.kv.get(copy.src, [])
             if len(source) < copy.p1:
@@ -153,7 +160,7 @@ class FakeEngine:
             if item.logits:
                 rows.append(self._logits(cells))
         logits = np.array(rows, dtype=np.float32).reshape(len(rows), self.n_vocab)
-        return StepOutput(logits=logits)
+        return StepOutput(logits=logits, states=states)
 
     def _logits(self, cells: list[int]) -> np.ndarray:
         text = self.tokenizer.detokenize(cells)

@@ -337,16 +337,40 @@ class LlamaEngine:
         with self._use(), self._decode_lock:
             llama_cpp.llama_memory_clear(self._memory, True)
 
+    def _save_state(self, seq_id: int) -> bytearray:
+        """A sequence's KV cells as llama.cpp serialises them (`llama_state_seq_get_data`)."""
+        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq_id)
+        data = bytearray(size)
+        if size:
+            buffer = (ctypes.c_uint8 * size).from_buffer(data)
+            written = llama_cpp.llama_state_seq_get_data(self._ctx, buffer, size, seq_id)
+            if written != size:
+                raise GenerationError(f"saving sequence {seq_id}: {written} of {size} bytes")
+        return data
+
+    def _restore_state(self, seq_id: int, data: bytearray) -> None:
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer(data)
+        if not llama_cpp.llama_state_seq_set_data(self._ctx, buffer, len(data), seq_id):
+            raise GenerationError(
+                f"llama.cpp could not restore a saved state into sequence {seq_id}"
+            )
+
     def execute(self, plan: StepPlan) -> StepOutput:
-        """Run one step: removals, prefix copies, then one `llama_decode` of `plan.tokens`."""
+        """Run one step: state saves, removals, state restores, prefix copies, then one
+        `llama_decode` of `plan.tokens`."""
         with self._use(), self._decode_lock:
+            states = {seq_id: self._save_state(seq_id) for seq_id in plan.saves}
             for seq_id in plan.removals:
                 llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
+            for restore in plan.restores:
+                self._restore_state(restore.seq_id, restore.data)
             for copy in plan.copies:
                 llama_cpp.llama_memory_seq_cp(self._memory, copy.src, copy.dst, copy.p0, copy.p1)
             num_tokens = len(plan.tokens)
             if num_tokens == 0:
-                return StepOutput(logits=np.empty((0, self.n_vocab), dtype=np.float32))
+                return StepOutput(
+                    logits=np.empty((0, self.n_vocab), dtype=np.float32), states=states
+                )
             if num_tokens > self.config.n_batch:
                 raise GenerationError(
                     f"step of {num_tokens} tokens exceeds n_batch={self.config.n_batch}"
@@ -367,11 +391,13 @@ class LlamaEngine:
             num_logits = plan.num_logits
             if num_logits == 0:
                 return StepOutput(
-                    logits=np.empty((0, self.n_vocab), dtype=np.float32), seconds=seconds
+                    logits=np.empty((0, self.n_vocab), dtype=np.float32),
+                    seconds=seconds,
+                    states=states,
                 )
             pointer = llama_cpp.llama_get_logits(self._ctx)
             logits = np.ctypeslib.as_array(pointer, shape=(num_logits, self.n_vocab))
-            return StepOutput(logits=logits, seconds=seconds)
+            return StepOutput(logits=logits, seconds=seconds, states=states)
 
 
 # llama_ftype values of the quantisations users meet most (llama.h)

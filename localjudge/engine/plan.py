@@ -31,15 +31,28 @@ class SeqCopy:
     p1: int
 
 
+@dataclass(frozen=True)
+class SeqRestore:
+    """Write a sequence's saved state (`StepOutput.states`) back into `seq_id`, which it
+    replaces: the KV cells of the same positions, bit-exact, without compute."""
+
+    seq_id: int
+    data: bytearray
+
+
 @dataclass
 class StepPlan:
-    """One engine step: free sequences, share prefixes, then decode one batch.
+    """One engine step: save states, free sequences, restore states, share prefixes, then
+    decode one batch.
 
-    Executed in that order: `removals`, `copies`, then `tokens` in a single `llama_decode`.
-    The i-th logits row of the output belongs to the i-th token whose `logits` is True.
+    Executed in that order: `saves`, `removals`, `restores`, `copies`, then `tokens` in a
+    single `llama_decode`. The i-th logits row of the output belongs to the i-th token whose
+    `logits` is True.
     """
 
+    saves: list[int] = field(default_factory=list)  # seq ids whose state the output returns
     removals: list[int] = field(default_factory=list)  # seq ids whose cells are dropped
+    restores: list[SeqRestore] = field(default_factory=list)  # saved states put back
     copies: list[SeqCopy] = field(default_factory=list)  # prefix shares, after removals
     tokens: list[BatchToken] = field(default_factory=list)  # the batch, in order
 
@@ -54,3 +67,4 @@ class StepOutput:
 
     logits: np.ndarray
     seconds: float = 0.0  # wall time of the decode call
+    states: dict[int, bytearray] = field(default_factory=dict)  # `saves`: seq id -> state

@@ -17,6 +17,12 @@ is split at that point, as a radix tree splits an edge), and its own prompt beco
 that later requests can match. Groups found this way are kept after their last user and
 evicted, least recently used first, when a request needs their sequence id or cells.
 
+With a prompt cache (`prompt_cache_bytes`), a named prefix group that leaves the KV cache is
+saved to host memory first (its cells as llama.cpp serialises them), and a later request
+whose prefix is saved there gets the cells back by a restore instead of a prefill; the
+deepest saved level is restored as a group of its own, and the levels below it are evaluated
+as usual.
+
 Order of work inside a step, within `token_budget` tokens:
 1. running sequences: the token sampled last step plus any jump-forward tokens, logits on
    the last one only;
@@ -34,10 +40,11 @@ from collections import Counter, deque
 
 import numpy as np
 
-from localjudge.engine.plan import BatchToken, SeqCopy, StepOutput, StepPlan
+from localjudge.engine.plan import BatchToken, SeqCopy, SeqRestore, StepOutput, StepPlan
 from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled
 from localjudge.grammar.vocabulary import TokenVocabulary
 from localjudge.scheduler.choice import TokenChooser
+from localjudge.scheduler.prompt_cache import PromptCache
 from localjudge.scheduler.state import (
     Finished,
     PrefixGroup,
@@ -47,6 +54,10 @@ from localjudge.scheduler.state import (
     TokenizedRequest,
 )
 from localjudge.scheduler.stats import SchedulerStats
+
+# prefixes shorter than this are evaluated again rather than saved (a save costs a copy of
+# the cells, and a short prefix is cheap to evaluate)
+MIN_SAVED_TOKENS = 64
 
 
 def _common_prefix(a, b, limit: int) -> int:
@@ -73,6 +84,7 @@ class Scheduler:
         eog_ids: frozenset[int] = frozenset(),
         cache_prefixes: bool = False,
         auto_prefix: int = 0,
+        prompt_cache_bytes: int = 0,
     ) -> None:
         if max_num_seqs < 1 or max_num_prefixes < 1:
             raise ValueError("max_num_seqs and max_num_prefixes must be at least 1")
@@ -97,6 +109,10 @@ class Scheduler:
         # share at least this many leading tokens between requests that name no prefix (0: off)
         self.auto_prefix = auto_prefix
         self._pending_copies: list[SeqCopy] = []  # group splits made at admission, copied first
+        # host-memory tier for named prefixes leaving the KV cache (None: off)
+        self.prompt_cache = PromptCache(prompt_cache_bytes) if prompt_cache_bytes > 0 else None
+        self._saves: list[tuple[int, tuple[int, ...]]] = []  # (seq id, prefix) to save first
+        self._restores: list[SeqRestore] = []  # saved prefixes put back at admission
         self._tick = 0
         self.stats = SchedulerStats()
         self.chooser = TokenChooser(
@@ -182,7 +198,7 @@ class Scheduler:
         return False
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self._removals)
+        return bool(self.waiting or self.running or self._removals or self._saves)
 
     def take_finished(self) -> list[Finished]:
         finished, self._finished = self._finished, []
@@ -202,7 +218,10 @@ class Scheduler:
                 if not self._admit_matched(seq, now):
                     return
                 continue
-            keys = seq.item.level_keys
+            if self._saving(seq.item.level_keys):
+                return  # this step saves a prefix the request needs: admit it after
+            start, restored = self._levels(seq.item.level_keys)
+            keys = seq.item.level_keys[start:]  # levels above these: not needed
             keep = set(keys)
             missing = [k for k in keys if k not in self.groups]
             needed = seq.cells_needed
@@ -218,7 +237,7 @@ class Scheduler:
                 if not self._evict_idle_group(keep):
                     return  # wait for running sequences to free cells
             self.waiting.popleft()
-            self._unawait(keys)
+            self._unawait(seq.item.level_keys)
             parent = None
             self._tick += 1
             for key in keys:
@@ -227,6 +246,8 @@ class Scheduler:
                     group = PrefixGroup(key=key, seq_id=self._free_prefix_ids.pop(0), parent=parent)
                     if parent is not None:
                         parent.num_refs += 1
+                    elif restored is not None:  # the saved cells come back, no prefill
+                        self._restore(group)
                     self.groups[key] = group
                 group.last_used = self._tick
                 parent = group
@@ -235,6 +256,38 @@ class Scheduler:
                 seq.group = parent
                 seq.kv_len = len(parent.key)
             self._start(seq, now, needed)
+
+    def _saving(self, keys) -> bool:
+        """Whether this step's saves hold a prefix among `keys` (its state is not in the
+        prompt cache until the step has run)."""
+        return bool(self._saves) and any(key == saved for _, saved in self._saves for key in keys)
+
+    def _levels(self, keys) -> tuple[int, int | None]:
+        """The first prefix level a request uses, and whether that level is restored from
+        the prompt cache: the deepest level saved there if it is deeper than every level
+        alive in the KV cache; else the deepest live level with the live levels above it
+        (a restored group holds its ancestors' cells itself, so they need not be alive)."""
+        live = max((i for i, key in enumerate(keys) if key in self.groups), default=-1)
+        if self.prompt_cache is not None:
+            for level in range(len(keys) - 1, live, -1):
+                if keys[level] in self.prompt_cache:
+                    return level, level
+        if live < 0:
+            return 0, None
+        start = live
+        while start > 0 and keys[start - 1] in self.groups:
+            start -= 1
+        return start, None
+
+    def _restore(self, group: PrefixGroup) -> None:
+        """Plan the restore of `group`'s saved cells into its sequence: it is ready (the
+        restore runs before any copy from it in the step)."""
+        data = self.prompt_cache.get(group.key)
+        self._restores.append(SeqRestore(group.seq_id, data))
+        group.copied = True
+        group.num_evaluated = len(group.key)
+        self.stats.num_states_restored += 1
+        self.stats.num_tokens_restored += len(group.key)
 
     def _start(self, seq: Sequence, now: float, cells: int) -> None:
         seq.seq_id = self._free_seq_ids.pop(0)
@@ -364,6 +417,15 @@ class Scheduler:
         return sum(1 for g in self.groups.values() if g.num_refs == 0 and g.ready)
 
     def _drop_group(self, group: PrefixGroup) -> None:
+        if (
+            self.prompt_cache is not None
+            and group.ready
+            and not group.auto
+            and len(group.key) >= MIN_SAVED_TOKENS
+            and group.key not in self.prompt_cache
+        ):  # save its cells before they go (the step saves before it removes)
+            self._saves.append((group.seq_id, group.key))
+        self._restores = [r for r in self._restores if r.seq_id != group.seq_id]
         del self.groups[group.key]
         self._removals.append(group.seq_id)
         self._free_prefix_ids.append(group.seq_id)
@@ -410,9 +472,14 @@ class Scheduler:
         """Plan the next step: removals, prefix copies and one batch of tokens."""
         now = time.perf_counter()
         self._admit(now)
-        plan = StepPlan(removals=self._removals, copies=self._pending_copies)
-        self._removals, self._pending_copies = [], []
-        step = ScheduledStep(plan=plan, rows=[])
+        plan = StepPlan(
+            saves=[seq_id for seq_id, _ in self._saves],
+            removals=self._removals,
+            restores=self._restores,
+            copies=self._pending_copies,
+        )
+        step = ScheduledStep(plan=plan, rows=[], saved_keys=dict(self._saves))
+        self._saves, self._removals, self._restores, self._pending_copies = [], [], [], []
         budget = self.token_budget
 
         for seq in self.running:  # 1. decode
@@ -501,6 +568,11 @@ class Scheduler:
         """Choose each row's next token under its grammar; finish sequences whose JSON is done."""
         stats = self.stats
         stats.num_steps += 1
+        for seq_id, data in output.states.items():
+            key = step.saved_keys.get(seq_id)
+            if key is not None and self.prompt_cache is not None:
+                self.prompt_cache.put(key, data)
+                stats.num_states_saved += 1
         stats.num_prompt_tokens += step.num_prompt_tokens
         stats.decode_seconds += output.seconds
         if step.num_prompt_tokens:
@@ -560,7 +632,11 @@ class Scheduler:
         self._free_prefix_ids = list(
             range(self.max_num_seqs, self.max_num_seqs + self.max_num_prefixes)
         )
-        self._removals, self._pending_copies = [], []  # the engine's cache is empty already
+        # the engine's cache is empty already; saved states are dropped too, in case one of
+        # them was what failed
+        self._removals, self._pending_copies, self._saves, self._restores = [], [], [], []
+        if self.prompt_cache is not None:
+            self.prompt_cache.clear()
         self.num_reserved_cells = 0
         retry: list[Sequence] = []
         for seq in running:

@@ -147,3 +147,4 @@ class ScheduledStep:
     rows: list[Sequence]  # the sequence each logits row belongs to, in row order
     num_prompt_tokens: int = 0  # prompt and prefix tokens in this step
     num_output_tokens: int = 0  # previously chosen output tokens fed in this step
+    saved_keys: dict[int, tuple[int, ...]] = field(default_factory=dict)  # save seq id -> prefix
