@@ -115,6 +115,7 @@ def metrics_text(judge: Judge, counters: Counters) -> str:
     """Prometheus exposition text of the scheduler and the server."""
     scheduler = judge.scheduler
     stats = scheduler.stats
+    cache = scheduler.prompt_cache
     lines = [
         "# TYPE localjudge_queue_depth gauge",
         f"localjudge_queue_depth {len(scheduler.waiting)}",
@@ -136,6 +137,12 @@ def metrics_text(judge: Judge, counters: Counters) -> str:
         f"localjudge_decode_seconds_total {stats.decode_seconds:.6f}",
         "# TYPE localjudge_generation_tokens_per_second gauge",
         f"localjudge_generation_tokens_per_second {stats.generation_tokens_per_s:.3f}",
+        "# TYPE localjudge_prompt_cache_bytes gauge",
+        f"localjudge_prompt_cache_bytes {cache.num_bytes if cache is not None else 0}",
+        "# TYPE localjudge_prompt_cache_restored_total counter",
+        f"localjudge_prompt_cache_restored_total {stats.num_states_restored}",
+        "# TYPE localjudge_prompt_cache_restored_tokens_total counter",
+        f"localjudge_prompt_cache_restored_tokens_total {stats.num_tokens_restored}",
         "# TYPE localjudge_requests_in_flight gauge",
         f"localjudge_requests_in_flight {counters.in_flight}",
         "# TYPE localjudge_requests_total counter",

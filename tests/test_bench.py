@@ -30,14 +30,17 @@ def test_rag_workload_is_long_deterministic_and_half_unsupported():
 def test_bench_ways_and_workloads_on_the_real_model():
     result = CliRunner().invoke(
         cli,
-        ["bench", "--ways", "cf", "--claims", "4", "--workload", "single", "--workload", "scorer"]
+        ["bench", "--ways", "cfw", "--claims", "4", "--workload", "single", "--workload", "scorer"]
         + ["--slots", "4", "--max-tokens", "40", "--json"],
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     single, scorer = report["workloads"]
     ways = {w["way"][0]: w for w in single["ways"]}
-    assert set(ways) == {"c", "f"} and all(w["valid"] == 4 for w in ways.values())
+    assert set(ways) == {"c", "f", "w"} and all(w["valid"] == 4 for w in ways.values())
+    # warm: the prompt cache gave back what the warm-up round evaluated (the instructions
+    # and the context); only the claims' own tokens were evaluated
+    assert ways["w"]["prompt_tokens_evaluated"] < ways["c"]["prompt_tokens_evaluated"] / 4
     # the default judge (with its adapter, as every way runs it) supports the first claim:
     # "flagged" skips that reason
     assert report["adapters"] == ["gemma-3-270m-judge-lora.gguf:1"]

@@ -453,6 +453,43 @@ def test_requests_that_start_alike_share_their_prefix_automatically(tmp_home):
     )
 
 
+def test_a_context_evicted_from_the_kv_cache_comes_back_from_the_prompt_cache(tmp_home):
+    # as `serve` loads its judge: prefixes kept in the KV cache, a prompt cache behind it;
+    # KV cells for about one item's prefixes, so each new context evicts the one before
+    judge = FakeJudge(cache_prefixes=True, prompt_cache_mib=64, n_ctx=3300)
+    contexts = [
+        [f"Report {i}: " + " ".join(f"fact {k} of {i} holds." for k in range(60))] for i in range(3)
+    ]
+
+    def body(context):
+        return {
+            "output": "The fact holds. The moon is cheese.",
+            "context": context,
+            "options": {"extraction": "sentences", "reason": "template"},
+        }
+
+    async def main():
+        async with client_for(judge) as client:
+            replies = [
+                await client.post("/v1/scorers/hallucination/run", json=body(c))
+                for c in [*contexts, contexts[0]]
+            ]
+            return replies, (await client.get("/metrics")).text
+
+    replies, metrics = run(main())
+    judge.close()
+    assert all(r.status_code == 200 for r in replies), replies[-1].text
+    assert replies[-1].json()["score"] == replies[0].json()["score"]
+    restored = {
+        line.split()[0]: float(line.split()[1])
+        for line in metrics.splitlines()
+        if line.startswith("localjudge_prompt_cache")
+    }
+    assert restored["localjudge_prompt_cache_restored_total"] >= 1  # the first context, again
+    assert restored["localjudge_prompt_cache_restored_tokens_total"] > 100
+    assert restored["localjudge_prompt_cache_bytes"] > 0
+
+
 def test_openai_errors(tmp_home):
     judge = openai_judge("x")
 
