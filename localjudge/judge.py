@@ -219,7 +219,7 @@ class Judge:
             jump_forward=jump_forward,
             name=name,
             meaningful=resolved.meaningful,
-            extracts_claims=resolved.meaningful and resolved.extracts_claims,
+            extracts_claims=resolved.extracts_claims,  # False for mechanics-only entries too
             model=resolved,
             cache_prefixes=cache_prefixes,
             prompt_cache_mib=prompt_cache_mib,

@@ -24,7 +24,7 @@ ITEMS = [
         "output": f"The Eiffel Tower was completed in {1889 + n % 3}. It is about 330 metres tall.",
         "context": ["The Eiffel Tower was completed in 1889.", "It is about 330 metres tall."],
     }
-    for n in range(8)
+    for n in range(4)  # 1889, 1890, 1891 and 1889 again: supported and hallucinated years
 ]
 
 
@@ -58,6 +58,6 @@ def test_mastra_scorers_run_against_localjudge_serve(tmp_path):
         stop(process)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert len(lines) == 16 and all(line["ok"] for line in lines)
+    assert len(lines) == 2 * len(ITEMS) and all(line["ok"] for line in lines)
     assert {line["scorer"] for line in lines} == {"hallucination", "toxicity"}
     assert all(0 <= line["score"] <= 1 for line in lines)
