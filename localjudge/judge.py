@@ -409,9 +409,12 @@ class Judge:
     # -- lifetime -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the runtime (pending requests fail cleanly), then free the engine."""
+        """Stop the runtime (pending requests fail cleanly), then free the engine and the
+        prompt cache's host memory."""
         self.runtime.close()
         self.engine.close()
+        if self.scheduler.prompt_cache is not None:  # the worker has stopped: ours to clear
+            self.scheduler.prompt_cache.clear()
 
     def __enter__(self):
         return self

@@ -231,6 +231,7 @@ def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
         cache = judge.scheduler.prompt_cache
         prefix = sum(len(judge.tokenize(s)) for s in requests()[0].prefix_segments)
         assert cache.num_bytes > 0 and len(cache) >= 1
+    assert cache.num_bytes == 0  # closing the judge gave the host memory back
     # the instructions and context were saved after round 1, restored in round 2
     assert after.num_states_restored - before.num_states_restored == 1
     assert after.num_tokens_restored - before.num_tokens_restored >= prefix - 2
