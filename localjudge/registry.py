@@ -182,12 +182,34 @@ def resolve(spec: str | Path | None = None, *, assemble: bool = True) -> Resolve
     if not path.exists():
         if assemble and entry.source.get("module"):
             path = assemble_from_package(entry)
+        elif assemble and entry.source.get("merge"):
+            path = assemble_merged(entry)
         else:
             raise ModelError(f"model {entry.name!r}: file {path} is missing")
     adapter = entry.adapter_path
     if adapter is not None and not adapter.is_file():
         raise ModelError(f"model {entry.name!r}: adapter file {adapter} is missing")
     return ResolvedModel(path=path, entry=entry)
+
+
+def assemble_merged(entry: ModelEntry) -> Path:
+    """Build a judge whose adapter is merged into its base model's weights (no network):
+    the base entry is resolved (assembled from its package if need be) and checked, the
+    adapter in models/ is checked against its sha256, and the merged file is written."""
+    from localjudge.merge import merge_lora
+
+    spec = entry.source["merge"]
+    base = resolve(spec["base"])
+    check_checksum(base)
+    adapter = models_dir() / spec["adapter"]
+    if not adapter.is_file():
+        raise ModelError(f"model {entry.name!r}: its adapter {adapter} is missing")
+    if spec.get("adapter_sha256") and sha256_file(adapter) != spec["adapter_sha256"]:
+        raise ChecksumError(f"model {entry.name!r}: {adapter} does not match its sha256")
+    target = entry.local_path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    merge_lora(base.path, adapter, target)
+    return target
 
 
 def assemble_from_package(entry: ModelEntry) -> Path:

