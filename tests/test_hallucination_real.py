@@ -21,7 +21,7 @@ IPHONE = [
 ]
 
 
-def check_structure(result, scale=1):
+def check_structure(result, scale=1, meaningful=True):
     claims = result.preprocess_step_result["claims"]
     verdicts = result.analyze_step_result["verdicts"]
     assert [v["statement"] for v in verdicts] == claims  # one verdict per claim, in order
@@ -36,18 +36,25 @@ def check_structure(result, scale=1):
     assert isinstance(result.reason, str) and result.reason.strip()
     assert not result.reason.lstrip().startswith("{")  # the sentence itself, not JSON
     data = json.loads(result.to_json())
-    assert data["judge"]["meaningful"] is True  # the embedded default carries the judge adapter
+    # the embedded default carries the judge adapter; the bare base model is mechanics-only
+    assert data["judge"]["meaningful"] is meaningful
 
 
-def test_static_context_with_judge_extraction(real_judge):
-    scorer = create_hallucination_scorer(real_judge, context=IPHONE, extraction="judge")
-    result = scorer.run(
-        {
-            "input": "When was the iPhone released?",
-            "output": "The iPhone was announced in 2007 and released in June 2008.",
-        }
-    )
-    check_structure(result)
+def test_static_context_with_judge_extraction():
+    from localjudge import Judge
+
+    # the mechanics of judge-extracted claims, on the bare base model: the default judge is
+    # tuned for verdicts only (fitness "verdicts"), and its free text may not close within
+    # the claims budget (then the scorer says so: a ScorerInputError, never a score)
+    with Judge.load("gemma-3-270m", slots=4, max_prefixes=4, n_ctx=4096) as base:
+        scorer = create_hallucination_scorer(base, context=IPHONE, extraction="judge")
+        result = scorer.run(
+            {
+                "input": "When was the iPhone released?",
+                "output": "The iPhone was announced in 2007 and released in June 2008.",
+            }
+        )
+    check_structure(result, meaningful=False)
     assert result.preprocess_prompt and result.generate_reason_prompt
     assert result.usage["analyze"].requests == len(result.preprocess_step_result["claims"])
 
