@@ -19,21 +19,41 @@ import numpy as np
 from localjudge.errors import ModelError
 
 
+def read_lora(adapter: Path) -> tuple[float, dict[str, dict[str, np.ndarray]]]:
+    """(alpha, {base tensor name: {"lora_a": A, "lora_b": B}}) of a LoRA adapter: a GGUF
+    adapter (llama.cpp's converter writes one), or the same tensors in a NumPy `.npz` with
+    an `alpha` entry (how the shipped adapter is committed: no GGUF file in the repository)."""
+    import gguf
+
+    pairs: dict[str, dict[str, np.ndarray]] = {}
+    if adapter.suffix == ".npz":
+        with np.load(adapter) as arrays:
+            if "alpha" not in arrays.files:
+                raise ModelError(f"{adapter}: not a LoRA adapter (no alpha)")
+            alpha = float(arrays["alpha"])
+            tensors = [(n, arrays[n]) for n in arrays.files if n != "alpha"]
+    else:
+        reader = gguf.GGUFReader(adapter)
+        try:
+            alpha = float(reader.fields["adapter.lora.alpha"].contents())
+        except KeyError:
+            raise ModelError(
+                f"{adapter}: not a GGUF LoRA adapter (no adapter.lora.alpha)"
+            ) from None
+        tensors = [(t.name, t.data) for t in reader.tensors]
+    for full_name, data in tensors:
+        name, _, kind = full_name.rpartition(".")
+        pairs.setdefault(name, {})[kind] = np.asarray(data, dtype=np.float64)
+    return alpha, pairs
+
+
 def merge_lora(base: Path, adapter: Path, out: Path, *, scale: float = 1.0) -> None:
-    """Write `base` with `adapter` merged into it to `out` (atomically)."""
+    """Write `base` with `adapter` (GGUF or `.npz`) merged into it to `out` (atomically)."""
     import gguf
     from gguf import GGMLQuantizationType, GGUFValueType
 
     base_reader = gguf.GGUFReader(base)
-    adapter_reader = gguf.GGUFReader(adapter)
-    try:
-        alpha = float(adapter_reader.fields["adapter.lora.alpha"].contents())
-    except KeyError:
-        raise ModelError(f"{adapter}: not a GGUF LoRA adapter (no adapter.lora.alpha)") from None
-    pairs: dict[str, dict[str, np.ndarray]] = {}
-    for tensor in adapter_reader.tensors:
-        name, _, kind = tensor.name.rpartition(".")
-        pairs.setdefault(name, {})[kind] = np.asarray(tensor.data, dtype=np.float64)
+    alpha, pairs = read_lora(adapter)
     names = {t.name for t in base_reader.tensors}
     if not pairs or any(set(p) != {"lora_a", "lora_b"} or n not in names for n, p in pairs.items()):
         raise ModelError(f"{adapter}: its tensors do not match the base model {base.name}")

@@ -98,7 +98,7 @@ def test_a_tampered_adapter_is_refused_before_merging(empty_home, tmp_path, monk
     models = tmp_path / "models"
     models.mkdir()
     (models / "registry.json").write_bytes((registry.models_dir() / "registry.json").read_bytes())
-    (models / "gemma-3-270m-judge-lora.gguf").write_bytes(b"GGUF not the adapter")
+    (models / "gemma-3-270m-judge-lora.npz").write_bytes(b"PK not the adapter")
     monkeypatch.setattr(registry, "models_dir", lambda: models)
     with pytest.raises(ChecksumError, match="does not match its sha256"):
         registry.resolve("gemma-3-270m-judge")

@@ -1,4 +1,4 @@
-"""The shipped judge adapter (models/gemma-3-270m-judge-lora.gguf, trained by training/):
+"""The shipped judge adapter (models/gemma-3-270m-judge-lora.npz, trained by training/):
 through the real engine it must make the embedded model a better judge than the bare base
 model and than the trivial baselines on the built-in dev sets. Deterministic (greedy, fixed
 weights); the figures themselves are in training/RESULTS.md."""
