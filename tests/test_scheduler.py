@@ -424,21 +424,32 @@ def test_auto_prefix_random_arrivals_evictions_and_cancels(fake_vocabulary, gram
         token_budget=rng.choice([7, 16, 64]),
         auto_prefix=rng.choice([1, 4, 16]),
     )
-    expected, cancelled, finished = {}, set(), {}
-    for n in range(40):
+
+    def new_request(n):
         stem = rng.choice(stems) + rng.choice(stems)
         claim = f"c{n} {rng.choice(['moon', 'sky'])}"
-        item = runtime.tokenize_request(plain_request(grammar, stem, claim))
+        return plain_request(grammar, stem, claim), claim
+
+    run_random_arrivals(rng, engine, scheduler, runtime, new_request, steps=6, cancel_rate=0.15)
+
+
+def run_random_arrivals(rng, engine, scheduler, runtime, new_request, *, steps, cancel_rate):
+    """40 requests arriving between random numbers of steps, some cancelled; every one ends
+    with its expected verdict or its cancellation, and the kept groups stay consistent."""
+    expected, cancelled, finished = {}, set(), {}
+    for n in range(40):
+        request, claim = new_request(n)
+        item = runtime.tokenize_request(request)
         scheduler.add(item)
         expected[item.request.request_id] = json.loads(verdict_script(f"Claim: {claim}\n"))
-        for _ in range(rng.randint(0, 6)):
+        for _ in range(rng.randint(0, steps)):
             if not scheduler.has_work():
                 break
             step = scheduler.schedule()
             scheduler.update_from_output(step, engine.execute(step.plan))
             for done in scheduler.take_finished():
                 finished[done.request_id] = done.result or done.error
-        if rng.random() < 0.15:
+        if rng.random() < cancel_rate:
             victim = rng.choice(list(expected))
             if victim not in finished and scheduler.cancel(victim):
                 cancelled.add(victim)
@@ -629,36 +640,13 @@ def test_prompt_cache_random_arrivals_evictions_and_cancels(fake_vocabulary, gra
         cache_prefixes=rng.random() < 0.5,
         prompt_cache_bytes=rng.choice([3000, 6000, 1 << 20]),
     )
-    expected, cancelled, finished = {}, set(), {}
-    for n in range(40):
+
+    def new_request(n):
         item = rng.randrange(6)
         claim = f"r{item} c{n} {rng.choice(['moon', 'sky'])}"
         prefix = (RULES, report(item)) if rng.random() < 0.8 else report(item)
-        tokenized = runtime.tokenize_request(claim_request(grammar, claim, prefix=prefix))
-        scheduler.add(tokenized)
-        expected[tokenized.request.request_id] = json.loads(verdict_script(f"Claim: {claim}\n"))
-        for _ in range(rng.randint(0, 8)):
-            if not scheduler.has_work():
-                break
-            step = scheduler.schedule()
-            scheduler.update_from_output(step, engine.execute(step.plan))
-            for done in scheduler.take_finished():
-                finished[done.request_id] = done.result or done.error
-        if rng.random() < 0.1:
-            victim = rng.choice(list(expected))
-            if victim not in finished and scheduler.cancel(victim):
-                cancelled.add(victim)
-    finished.update(drive(scheduler, engine))
-    assert set(finished) == set(expected)
-    for request_id, outcome in finished.items():
-        if request_id in cancelled:
-            assert isinstance(outcome, RequestCancelled)
-        else:
-            assert not isinstance(outcome, Exception), outcome
-            assert outcome.value == expected[request_id]
+        return claim_request(grammar, claim, prefix=prefix), claim
+
+    run_random_arrivals(rng, engine, scheduler, runtime, new_request, steps=8, cancel_rate=0.1)
     assert scheduler.stats.num_states_restored > 0  # the cache was used, not bypassed
     assert scheduler.prompt_cache.num_bytes <= scheduler.prompt_cache.max_bytes
-    check_kept_groups(engine, scheduler)
-    scheduler.fail_all(GenerationError("reset"))
-    assert not scheduler.groups and scheduler.num_reserved_cells == 0
-    runtime.close()
