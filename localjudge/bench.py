@@ -202,6 +202,7 @@ def run_scheduler_way(
             n_threads=threads,
             n_gpu_layers=gpu_layers,
             prompt_cache_mib=DEFAULT_PROMPT_CACHE_MIB if warm else 0,
+            keep_prompts=None if warm else 0,
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)
@@ -248,7 +249,7 @@ def run_scorer_way(
     """The whole hallucination scorer with its defaults (claims extracted as the judge's
     fitness allows: by the judge, or sentences for a verdicts-only judge; a verdict per
     claim; a judge-written reason) over items whose output states the workload's claims;
-    the unit is the item. Nothing is kept between rounds (no prompt cache)."""
+    the unit is the item. Nothing is kept between rounds (no prompt cache, no kept prompts)."""
     from localjudge.evals.run import run_evals
     from localjudge.scorers import create_hallucination_scorer
 
@@ -263,6 +264,7 @@ def run_scorer_way(
             n_threads=threads,
             n_gpu_layers=gpu_layers,
             prompt_cache_mib=0,
+            keep_prompts=0,
         ) as judge,
     ):
         scorer = create_hallucination_scorer(judge, claim_reasons=claim_reasons)

@@ -73,8 +73,9 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
     return vocabulary
 
 
-def check_slots(slots: int, max_prefixes: int) -> None:
-    """Refuse sequence counts llama.cpp cannot hold, before anything is loaded."""
+def check_slots(slots: int, max_prefixes: int, keep_prompts: int | None = None) -> int:
+    """Refuse sequence counts llama.cpp cannot hold, before anything is loaded; the number
+    of finished prompts to keep (`keep_prompts`; None: one per slot, as many as fit)."""
     if slots < 1 or max_prefixes < 1:
         raise ModelError(f"slots ({slots}) and max_prefixes ({max_prefixes}) must be at least 1")
     if slots + max_prefixes > MAX_SEQUENCES:
@@ -82,6 +83,16 @@ def check_slots(slots: int, max_prefixes: int) -> None:
             f"slots ({slots}) + shared-prefix sequences ({max_prefixes}) exceed llama.cpp's "
             f"{MAX_SEQUENCES} sequences per context: use at most {MAX_SEQUENCES - max_prefixes} slots"
         )
+    room = MAX_SEQUENCES - slots - max_prefixes
+    if keep_prompts is None:
+        return min(slots, room)
+    if not 0 <= keep_prompts <= room:
+        raise ModelError(
+            f"keep_prompts ({keep_prompts}) must be 0 to {room}: slots ({slots}), shared-prefix "
+            f"sequences ({max_prefixes}) and kept prompts share llama.cpp's {MAX_SEQUENCES} "
+            "sequences per context"
+        )
+    return keep_prompts
 
 
 class Judge:
@@ -107,8 +118,9 @@ class Judge:
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
         prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
+        keep_prompts: int | None = None,
     ) -> None:
-        check_slots(slots, max_prefixes)
+        keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
         if not prompt_cache_mib >= 0:
             raise ValueError(f"prompt_cache_mib must be 0 or more, not {prompt_cache_mib!r}")
         self.engine = engine
@@ -140,6 +152,7 @@ class Judge:
                 cache_prefixes=cache_prefixes,
                 auto_prefix=AUTO_PREFIX_TOKENS if cache_prefixes else 0,
                 prompt_cache_bytes=int(prompt_cache_mib * (1 << 20)),
+                max_kept_prompts=keep_prompts,
             )
             self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
         except BaseException:
@@ -164,6 +177,7 @@ class Judge:
         adapter: str | Path | None = None,
         adapter_scale: float = 1.0,
         prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
+        keep_prompts: int | None = None,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
@@ -175,7 +189,10 @@ class Judge:
         entry names). `prompt_cache_mib`: host memory for the prompt cache, where a shared
         prefix (instructions, a context) is saved when it leaves the KV cache, so a later
         request with the same prefix restores its cells instead of evaluating it again
-        (0: off)."""
+        (0: off). `keep_prompts`: how many finished requests' prompts stay in the KV cache
+        (least recently used out first, whenever cells are needed), so that the same request
+        sent again evaluates only its last token, as llama-server's slots do (None: one per
+        slot, as many as llama.cpp's sequence limit allows; 0: off)."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge
@@ -185,6 +202,7 @@ class Judge:
                 n_ctx=n_ctx or 20000,
                 cache_prefixes=cache_prefixes,
                 prompt_cache_mib=prompt_cache_mib,
+                keep_prompts=keep_prompts,
             )
         if kind != "llama":
             raise ModelError(f"unknown LOCALJUDGE_ENGINE {kind!r}; known: llama, fake")
@@ -192,7 +210,7 @@ class Judge:
         check_checksum(resolved)
         recommended = resolved.entry.recommended if resolved.entry else {}
         slots = slots or int(recommended.get("slots", DEFAULT_SLOTS))
-        check_slots(slots, max_prefixes)
+        keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
         adapters = resolved.adapters
         name = resolved.name
         if adapter is not None:
@@ -204,7 +222,7 @@ class Judge:
         config = EngineConfig(
             adapters=adapters,
             n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
-            n_seq_max=slots + max_prefixes,
+            n_seq_max=slots + max_prefixes + keep_prompts,
             n_batch=n_batch,
             n_ubatch=n_ubatch,
             n_threads=n_threads,
@@ -223,6 +241,7 @@ class Judge:
             model=resolved,
             cache_prefixes=cache_prefixes,
             prompt_cache_mib=prompt_cache_mib,
+            keep_prompts=keep_prompts,
         )
 
     @property

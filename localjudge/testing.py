@@ -7,6 +7,7 @@ import json
 
 from localjudge.engine.fake import BOS_ID, EOS_ID, FakeEngine, FakeTokenizer, Script
 from localjudge.judge import Judge
+from localjudge.scheduler import Scheduler
 from localjudge.scorers.text import split_sentences
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "FakeEngine",
     "FakeJudge",
     "FakeTokenizer",
+    "assert_scheduler_idle",
     "rule_script",
 ]
 
@@ -68,6 +70,7 @@ class FakeJudge(Judge):
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
         prompt_cache_mib: float = 0,
+        keep_prompts: int | None = None,
     ) -> None:
         engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)
         super().__init__(
@@ -80,4 +83,32 @@ class FakeJudge(Judge):
             cache_prefixes=cache_prefixes,
             extracts_claims=extracts_claims,
             prompt_cache_mib=prompt_cache_mib,
+            keep_prompts=keep_prompts,
         )
+
+
+def assert_scheduler_idle(scheduler: Scheduler, engine: FakeEngine | None = None) -> None:
+    """Nothing leaked once every request is done: no queue, no running sequence, every slot
+    id free; what the KV cache still holds is idle groups kept for later requests (kept
+    prompts, cached prefixes and the prefixes they start from), with their cells and ids
+    accounted for. `engine`: a fake engine whose cache must hold exactly those groups."""
+    groups = list(scheduler.groups.values())
+    assert not scheduler.has_work() and not scheduler.waiting and not scheduler.running
+    assert all(g.ready for g in groups)
+    kept = [g for g in groups if g.kept]
+    # kept prompts swap ids with the slots' pool: counts per pool hold, and every id once
+    assert len(scheduler._free_seq_ids) == scheduler.max_num_seqs
+    assert len(scheduler._free_kept_ids) + len(kept) == scheduler.max_kept_prompts
+    assert len(scheduler._free_prefix_ids) + len(groups) - len(kept) == scheduler.max_num_prefixes
+    ids = [g.seq_id for g in groups] + scheduler._free_seq_ids
+    ids += scheduler._free_prefix_ids + scheduler._free_kept_ids
+    total = scheduler.max_num_seqs + scheduler.max_num_prefixes + scheduler.max_kept_prompts
+    assert sorted(ids) == list(range(total))
+    children = {id(g.parent) for g in groups if g.parent is not None}
+    for group in groups:
+        refs = sum(1 for g in groups if g.parent is group)
+        assert group.num_refs == refs
+        assert group.auto or scheduler.cache_prefixes or id(group) in children
+    assert scheduler.num_reserved_cells == sum(g.own_cells for g in groups)
+    if engine is not None:  # nothing is pending (no work): the cache is exactly the groups
+        assert engine.kv == {g.seq_id: list(g.key) for g in groups}

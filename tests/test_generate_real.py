@@ -11,6 +11,7 @@ import pytest
 from localjudge.errors import GenerationError, PromptTooLongError, SchemaError
 from localjudge.grammar import load_schema
 from localjudge.prompts import claim_verdict_prompt
+from localjudge.testing import assert_scheduler_idle
 
 pytestmark = pytest.mark.real
 
@@ -218,8 +219,11 @@ def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
         "enter free. The café on the roof serves lunch from noon."
     ]
     parts = [claim_verdict_prompt(context, c) for c in ("It opens at 9.", "It has a pool.")]
-    # one slot: each claim's own tokens are evaluated alone in both rounds (same shapes)
-    with Judge.load(slots=1, max_prefixes=2, n_ctx=4096, prompt_cache_mib=64) as judge:
+    # one slot: each claim's own tokens are evaluated alone in both rounds (same shapes);
+    # no kept prompts, which would hold the context in the KV cache
+    with Judge.load(
+        slots=1, max_prefixes=2, n_ctx=4096, prompt_cache_mib=64, keep_prompts=0
+    ) as judge:
 
         def requests():
             return [judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
@@ -241,3 +245,32 @@ def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
         assert a.value["verdict"] == b.value["verdict"]
         p, q = a.choice("verdict").probabilities, b.choice("verdict").probabilities
         assert abs(p["yes"] - q["yes"]) < 0.02  # the same cells, restored bit for bit
+
+
+def test_kept_prompts_answer_a_repeated_request_from_one_token_on_the_real_engine():
+    from localjudge import Judge
+
+    context = [
+        "The ferry leaves Harlow at 7:40 and reaches Penmor at 9:10. A return ticket costs "
+        "31 pounds; bicycles travel free. The ferry does not run on 25 December."
+    ]
+    claims = ("It reaches Penmor at 9:10.", "Bicycles cost 5 pounds.", "It runs every day.")
+    parts = [claim_verdict_prompt(context, c) for c in claims]
+    with Judge.load(slots=4, n_ctx=4096, prompt_cache_mib=0) as judge:
+        assert judge.scheduler.max_kept_prompts == 4  # one per slot by default
+
+        def requests():
+            return [judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
+
+        first = judge.generate_many(requests())
+        before = judge.runtime.stats
+        second = judge.generate_many(requests())
+        after = judge.runtime.stats
+        assert after.num_kept_prompts_used - before.num_kept_prompts_used == len(claims)
+        assert after.num_prompt_tokens - before.num_prompt_tokens == len(claims)
+        assert all(r.counts.prompt_evaluated == 1 for r in second)
+        assert_scheduler_idle(judge.scheduler)
+    for a, b in zip(first, second, strict=True):
+        assert a.value["verdict"] == b.value["verdict"]
+        p, q = a.choice("verdict").probabilities, b.choice("verdict").probabilities
+        assert abs(p["yes"] - q["yes"]) < 0.02  # the same cells; one token's batch differs

@@ -11,7 +11,7 @@ import pytest
 
 from localjudge.evals.run import run_evals
 from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
-from localjudge.testing import FakeJudge
+from localjudge.testing import FakeJudge, assert_scheduler_idle
 
 SPECIAL = ["<end_of_turn>", "<start_of_turn>user\n", "<bos>", "<eos>", "</s>", "<|im_end|>"]
 INJECTIONS = [
@@ -132,10 +132,8 @@ def test_hundreds_of_hostile_outputs_through_both_scorers(tmp_home):
     too_long = [r.index for r in result.items if readable_of[r.index] and not r.ok]
     assert too_long == [2, 3]  # the two 50,000-character texts, for judge extraction only
     assert result.summary["failed_items"] == sum(1 for _, ok in outputs if not ok) + 2
-    assert not judge.scheduler.has_work() and judge.scheduler.num_reserved_cells == 0
-    assert not judge.scheduler.groups and not judge.scheduler.running
+    assert_scheduler_idle(judge.scheduler, judge.engine)
     judge.close()
-    assert judge.engine.kv == {}
 
 
 @pytest.mark.real
@@ -165,5 +163,4 @@ def test_hostile_outputs_on_the_real_engine(real_judge):
         {index: readable for index, (_, readable) in enumerate(outputs)},
         {"hallucination-scorer": 1, "toxicity-scorer": 1},
     )
-    scheduler = real_judge.scheduler
-    assert not scheduler.has_work() and scheduler.num_reserved_cells == 0 and not scheduler.groups
+    assert_scheduler_idle(real_judge.scheduler)

@@ -10,7 +10,7 @@ import pytest
 from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled
 from localjudge.grammar import compile_grammar, load_schema
 from localjudge.scheduler import BatchRuntime, GenerationRequest, Scheduler, split_shared_prefix
-from localjudge.testing import FakeEngine
+from localjudge.testing import FakeEngine, assert_scheduler_idle
 
 PREFIX = "Context: the sky is blue and grass is green.\n"
 
@@ -423,11 +423,12 @@ def test_auto_prefix_random_arrivals_evictions_and_cancels(fake_vocabulary, gram
         max_num_prefixes=rng.choice([1, 2, 3, 8]),
         token_budget=rng.choice([7, 16, 64]),
         auto_prefix=rng.choice([1, 4, 16]),
+        max_kept_prompts=(0, 1, 3, 8)[seed % 4],  # not from rng: the streams stay as they were
     )
 
     def new_request(n):
         stem = rng.choice(stems) + rng.choice(stems)
-        claim = f"c{n} {rng.choice(['moon', 'sky'])}"
+        claim = f"c{n % 5} {rng.choice(['moon', 'sky'])}"  # repeats: kept prompts
         return plain_request(grammar, stem, claim), claim
 
     run_random_arrivals(rng, engine, scheduler, runtime, new_request, steps=6, cancel_rate=0.15)
@@ -462,6 +463,7 @@ def run_random_arrivals(rng, engine, scheduler, runtime, new_request, *, steps, 
             assert not isinstance(outcome, Exception), outcome
             assert outcome.value == expected[request_id]
     check_kept_groups(engine, scheduler)
+    assert_scheduler_idle(scheduler)
     scheduler.fail_all(GenerationError("reset"))
     assert not scheduler.groups and scheduler.num_reserved_cells == 0
     runtime.close()
@@ -639,14 +641,122 @@ def test_prompt_cache_random_arrivals_evictions_and_cancels(fake_vocabulary, gra
         token_budget=rng.choice([16, 64, 256]),
         cache_prefixes=rng.random() < 0.5,
         prompt_cache_bytes=rng.choice([3000, 6000, 1 << 20]),
+        max_kept_prompts=seed % 2,  # not from rng: the seeds' streams stay as they were
     )
 
     def new_request(n):
         item = rng.randrange(6)
-        claim = f"r{item} c{n} {rng.choice(['moon', 'sky'])}"
+        claim = f"r{item} c{n % 3} {rng.choice(['moon', 'sky'])}"  # some repeat
         prefix = (RULES, report(item)) if rng.random() < 0.8 else report(item)
         return claim_request(grammar, claim, prefix=prefix), claim
 
     run_random_arrivals(rng, engine, scheduler, runtime, new_request, steps=8, cancel_rate=0.1)
     assert scheduler.stats.num_states_restored > 0  # the cache was used, not bypassed
+    assert scheduler.stats.num_prompts_kept > 0 or not scheduler.max_kept_prompts
     assert scheduler.prompt_cache.num_bytes <= scheduler.prompt_cache.max_bytes
+
+
+# -- kept prompts: a finished request's prompt stays for the same request sent again -------
+
+
+def test_kept_prompt_makes_a_repeated_request_evaluate_its_last_token_only(
+    fake_vocabulary, grammar
+):
+    claims = [f"c{i} {'moon' if i % 2 else 'sky'}" for i in range(4)]
+    rounds = {}
+    for kept in (0, 4):
+        engine, scheduler, runtime = make_runtime(
+            fake_vocabulary, max_num_prefixes=4, max_kept_prompts=kept
+        )
+        first = runtime.run([claim_request(grammar, c) for c in claims])
+        before = scheduler.stats.num_prompt_tokens
+        second = runtime.run([claim_request(grammar, c) for c in claims])
+        rounds[kept] = (first, second, scheduler.stats.num_prompt_tokens - before)
+        assert [r.value for r in second] == [r.value for r in first]
+        if kept:
+            assert all(r.counts.prompt_evaluated == 1 for r in second)
+            assert len([g for g in scheduler.groups.values() if g.kept]) == len(claims)
+            check_kept_groups(engine, scheduler)
+            assert_scheduler_idle(scheduler)
+        runtime.close()
+    assert rounds[4][2] == len(claims)  # one token per request
+    own = [
+        len(FakeEngine(verdict_script).tokenize(f"Claim: {c}\n>", add_special=False))
+        for c in claims
+    ]
+    # without kept prompts each claim is evaluated again, and the prefix (not cached) too
+    assert rounds[0][2] == sum(own) + len(FakeEngine(verdict_script).tokenize(PREFIX))
+    assert [r.value for r in rounds[4][1]] == [r.value for r in rounds[0][1]]
+
+
+def test_kept_prompts_are_bounded_least_recently_used_out_first(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_seqs=1, max_num_prefixes=2, max_kept_prompts=2
+    )
+    runtime.run([claim_request(grammar, f"c{i} sky") for i in range(4)])
+    kept = sorted(g.key[-8:] for g in scheduler.groups.values() if g.kept)
+    assert len(kept) == 2 and len(scheduler._free_kept_ids) == 0
+    again = runtime.run([claim_request(grammar, f"c{i} sky") for i in (3, 2, 0)])
+    # the last two are kept; the first one was evicted and is evaluated whole
+    assert [r.counts.prompt_evaluated for r in again][:2] == [1, 1]
+    assert again[2].counts.prompt_evaluated > 1
+    check_kept_groups(engine, scheduler)
+    assert_scheduler_idle(scheduler)
+    runtime.close()
+
+
+def test_kept_prompts_give_way_when_cells_are_needed(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, n_ctx=700, max_num_prefixes=2, max_kept_prompts=8
+    )
+    for round_ in range(3):
+        results = runtime.run([claim_request(grammar, f"c{i} r{round_}") for i in range(8)])
+        assert all(r.value["verdict"] in ("yes", "no") for r in results)
+        assert scheduler.num_reserved_cells <= scheduler.n_ctx
+    check_kept_groups(engine, scheduler)
+    assert_scheduler_idle(scheduler)
+    runtime.close()
+
+
+def test_engine_failure_with_kept_prompts_starts_every_pool_afresh(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, max_kept_prompts=4)
+    runtime.run([claim_request(grammar, f"c{i} sky") for i in range(4)])
+    assert any(g.kept for g in scheduler.groups.values())
+    for request in [claim_request(grammar, f"c{i} moon") for i in range(2)]:
+        scheduler.add(runtime.tokenize_request(request))
+    scheduler.schedule()  # admitted: they hold slot ids swapped in by the kept prompts
+    engine.clear()
+    scheduler.requeue_running(GenerationError("lost the cache"))
+    ids = scheduler._free_seq_ids + scheduler._free_prefix_ids + scheduler._free_kept_ids
+    assert sorted(ids) == list(range(4 + 2 + 4)) and not scheduler.groups
+    results = drive(scheduler, engine)
+    assert all(not isinstance(r, Exception) for r in results.values()) and len(results) == 2
+    check_kept_groups(engine, scheduler)
+    assert_scheduler_idle(scheduler)
+    runtime.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kept_prompts_random_arrivals_evictions_and_cancels(fake_vocabulary, grammar, seed):
+    import random
+
+    rng = random.Random(seed)
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary,
+        n_ctx=rng.choice([1500, 2500, 4000]),
+        max_num_seqs=rng.choice([1, 2, 4]),
+        max_num_prefixes=rng.choice([1, 2, 8]),
+        token_budget=rng.choice([16, 64]),
+        cache_prefixes=rng.random() < 0.5,
+        prompt_cache_bytes=rng.choice([0, 6000]),
+        max_kept_prompts=rng.choice([1, 2, 8]),
+    )
+
+    def new_request(n):  # few distinct requests: most are sent again
+        item = rng.randrange(3)
+        claim = f"r{item} c{rng.randrange(3)} {'moon' if item else 'sky'}"
+        prefix = (RULES, report(item)) if rng.random() < 0.7 else ""
+        return claim_request(grammar, claim, prefix=prefix), claim
+
+    run_random_arrivals(rng, engine, scheduler, runtime, new_request, steps=8, cancel_rate=0.1)
+    assert scheduler.stats.num_kept_prompts_used > 0

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from localjudge.serve import create_app
-from localjudge.testing import FakeJudge
+from localjudge.testing import FakeJudge, assert_scheduler_idle
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -152,7 +152,7 @@ def test_bearer_key_timeout_and_overload(tmp_home):
     deadline = time.monotonic() + 10  # the timed-out request left the scheduler
     while judge.scheduler.has_work() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not judge.scheduler.has_work() and judge.scheduler.num_reserved_cells == 0
+    assert_scheduler_idle(judge.scheduler)
     judge.close()
 
 

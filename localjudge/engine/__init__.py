@@ -2,7 +2,14 @@
 
 from localjudge.engine.gguf import GGUFHeader, read_gguf_header
 from localjudge.engine.llama import EngineConfig, LlamaEngine, llama_build_info
-from localjudge.engine.plan import BatchToken, SeqCopy, SeqRestore, StepOutput, StepPlan
+from localjudge.engine.plan import (
+    BatchToken,
+    SeqCopy,
+    SeqRestore,
+    SeqTrim,
+    StepOutput,
+    StepPlan,
+)
 
 __all__ = [
     "BatchToken",
@@ -11,6 +18,7 @@ __all__ = [
     "LlamaEngine",
     "SeqCopy",
     "SeqRestore",
+    "SeqTrim",
     "StepOutput",
     "StepPlan",
     "llama_build_info",

@@ -140,6 +140,8 @@ class FakeEngine:
         }
         for seq_id in plan.removals:
             self.kv.pop(seq_id, None)
+        for trim in plan.trims:
+            del self.kv.get(trim.seq_id, [])[trim.pos :]
         for restore in plan.restores:
             self.kv[restore.seq_id] = np.frombuffer(bytes(restore.data), dtype=np.int32).tolist()
         for copy in plan.copies:

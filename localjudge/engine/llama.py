@@ -356,12 +356,14 @@ class LlamaEngine:
             )
 
     def execute(self, plan: StepPlan) -> StepOutput:
-        """Run one step: state saves, removals, state restores, prefix copies, then one
-        `llama_decode` of `plan.tokens`."""
+        """Run one step: state saves, removals, trims, state restores, prefix copies, then
+        one `llama_decode` of `plan.tokens`."""
         with self._use(), self._decode_lock:
             states = {seq_id: self._save_state(seq_id) for seq_id in plan.saves}
             for seq_id in plan.removals:
                 llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
+            for trim in plan.trims:
+                llama_cpp.llama_memory_seq_rm(self._memory, trim.seq_id, trim.pos, -1)
             for restore in plan.restores:
                 self._restore_state(restore.seq_id, restore.data)
             for copy in plan.copies:

@@ -32,6 +32,14 @@ class SeqCopy:
 
 
 @dataclass(frozen=True)
+class SeqTrim:
+    """Drop the KV cells of `seq_id` from position `pos` on; the cells before it stay."""
+
+    seq_id: int
+    pos: int
+
+
+@dataclass(frozen=True)
 class SeqRestore:
     """Write a sequence's saved state (`StepOutput.states`) back into `seq_id`, which it
     replaces: the KV cells of the same positions, bit-exact, without compute."""
@@ -42,16 +50,17 @@ class SeqRestore:
 
 @dataclass
 class StepPlan:
-    """One engine step: save states, free sequences, restore states, share prefixes, then
-    decode one batch.
+    """One engine step: save states, free sequences, trim sequences, restore states, share
+    prefixes, then decode one batch.
 
-    Executed in that order: `saves`, `removals`, `restores`, `copies`, then `tokens` in a
-    single `llama_decode`. The i-th logits row of the output belongs to the i-th token whose
+    Executed in that order: `saves`, `removals`, `trims`, `restores`, `copies`, then `tokens`
+    in a single `llama_decode`. The i-th logits row of the output belongs to the i-th token whose
     `logits` is True.
     """
 
     saves: list[int] = field(default_factory=list)  # seq ids whose state the output returns
     removals: list[int] = field(default_factory=list)  # seq ids whose cells are dropped
+    trims: list[SeqTrim] = field(default_factory=list)  # sequences cut short, cells kept before
     restores: list[SeqRestore] = field(default_factory=list)  # saved states put back
     copies: list[SeqCopy] = field(default_factory=list)  # prefix shares, after removals
     tokens: list[BatchToken] = field(default_factory=list)  # the batch, in order

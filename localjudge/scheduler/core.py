@@ -40,7 +40,14 @@ from collections import Counter, deque
 
 import numpy as np
 
-from localjudge.engine.plan import BatchToken, SeqCopy, SeqRestore, StepOutput, StepPlan
+from localjudge.engine.plan import (
+    BatchToken,
+    SeqCopy,
+    SeqRestore,
+    SeqTrim,
+    StepOutput,
+    StepPlan,
+)
 from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled
 from localjudge.grammar.vocabulary import TokenVocabulary
 from localjudge.scheduler.choice import TokenChooser
@@ -85,9 +92,12 @@ class Scheduler:
         cache_prefixes: bool = False,
         auto_prefix: int = 0,
         prompt_cache_bytes: int = 0,
+        max_kept_prompts: int = 0,
     ) -> None:
         if max_num_seqs < 1 or max_num_prefixes < 1:
             raise ValueError("max_num_seqs and max_num_prefixes must be at least 1")
+        if max_kept_prompts < 0:
+            raise ValueError("max_kept_prompts must be 0 or more")
         self.vocabulary = vocabulary
         self.n_ctx = n_ctx
         self.max_num_seqs = max_num_seqs
@@ -99,6 +109,11 @@ class Scheduler:
         self.groups: dict[tuple[int, ...], PrefixGroup] = {}
         self._free_seq_ids = list(range(max_num_seqs))
         self._free_prefix_ids = list(range(max_num_seqs, max_num_seqs + max_num_prefixes))
+        # finished requests' prompts kept in the KV cache, so that the same request sent again
+        # evaluates its last token only (as llama-server's slots do); their ids: one more pool
+        self.max_kept_prompts = max_kept_prompts
+        self._free_kept_ids = self._kept_id_range()
+        self._trims: list[SeqTrim] = []  # kept prompts: their output cells go
         self._removals: list[int] = []
         self._finished: list[Finished] = []
         self._awaited: Counter[tuple[int, ...]] = Counter()  # prefix keys of queued requests
@@ -197,8 +212,12 @@ class Scheduler:
                 return True
         return False
 
+    def _kept_id_range(self) -> list[int]:
+        first = self.max_num_seqs + self.max_num_prefixes
+        return list(range(first, first + self.max_kept_prompts))
+
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self._removals or self._saves)
+        return bool(self.waiting or self.running or self._removals or self._saves or self._trims)
 
     def take_finished(self) -> list[Finished]:
         finished, self._finished = self._finished, []
@@ -216,6 +235,11 @@ class Scheduler:
             seq = self.waiting[0]
             if self.auto_prefix and not seq.item.level_keys:
                 if not self._admit_matched(seq, now):
+                    return
+                continue
+            kept = self.groups.get(self._kept_key(seq)) if self.max_kept_prompts else None
+            if kept is not None:
+                if not self._admit_kept(seq, kept, now):
                     return
                 continue
             if self._saving(seq.item.level_keys):
@@ -256,6 +280,76 @@ class Scheduler:
                 seq.group = parent
                 seq.kv_len = len(parent.key)
             self._start(seq, now, needed)
+
+    @staticmethod
+    def _kept_key(seq: Sequence) -> tuple[int, ...]:
+        """The key a kept prompt of this request would have: all its tokens but the last."""
+        return seq.item.prefix_key + tuple(seq.item.prompt_tokens[:-1])
+
+    def _admit_kept(self, seq: Sequence, kept: PrefixGroup, now: float) -> bool:
+        """Admit a request whose prompt, all but the last token, is kept from an earlier
+        one: it shares those cells and evaluates one token. False if it must wait for room."""
+        chain = set()
+        node = kept
+        while node is not None:
+            chain.add(node.key)
+            node = node.parent
+        needed = 1 + seq.max_tokens
+        while self.num_reserved_cells + needed > self.n_ctx:
+            if not self._evict_idle_group(chain):
+                return False
+        self.waiting.popleft()
+        self._unawait(seq.item.level_keys)
+        self._tick += 1
+        node = kept
+        while node is not None:
+            node.last_used = self._tick
+            node = node.parent
+        kept.num_refs += 1
+        self.stats.num_kept_prompts_used += 1
+        seq.group = kept
+        seq.kv_len = len(kept.key)
+        seq.prompt_tokens = seq.prompt_tokens[-1:]
+        self._start(seq, now, needed)
+        return True
+
+    def _keep_prompt(self, seq: Sequence) -> bool:
+        """Keep a finished sequence's prompt cells (all but the last token) as an idle group
+        that a later identical request starts from; its output cells are trimmed. The group
+        takes the sequence's id, and a free kept-prompt id replaces it in the slots' pool.
+        False (nothing kept) when it is already kept or no kept-prompt id can be freed."""
+        if not self.max_kept_prompts or len(seq.prompt_tokens) < 2:
+            return False
+        parent = seq.group
+        key = (parent.key if parent is not None else ()) + tuple(seq.prompt_tokens[:-1])
+        if key in self.groups:
+            return False
+        if not self._free_kept_ids:
+            idle = [g for g in self.groups.values() if g.kept and g.num_refs == 0]
+            if not idle:
+                return False
+            self._drop_group(min(idle, key=lambda g: g.last_used))
+        group = PrefixGroup(
+            key=key,
+            seq_id=seq.seq_id,
+            parent=parent,  # the sequence's reference to it passes to the group
+            copied=True,
+            num_evaluated=len(key),
+            last_used=self._tick,
+            auto=True,  # kept after its last user, never saved to host memory
+            kept=True,
+        )
+        self.groups[key] = group
+        self.stats.num_prompts_kept += 1
+        self._trims.append(SeqTrim(seq.seq_id, len(key)))
+        self._free_seq_ids.append(self._free_kept_ids.pop(0))
+        self._free_seq_ids.sort()
+        self.num_reserved_cells += group.own_cells - seq.cells_needed
+        self.running.remove(seq)
+        seq.seq_id, seq.group = None, None
+        seq.status = SeqStatus.FINISHED
+        self._drop_idle_groups()  # an evicted kept prompt may leave its prefix idle
+        return True
 
     def _saving(self, keys) -> bool:
         """Whether this step's saves hold a prefix among `keys` (its state is not in the
@@ -408,7 +502,10 @@ class Scheduler:
         ]
         if not idle:
             return False
-        self._drop_group(min(idle, key=lambda g: g.last_used))
+        victim = min(idle, key=lambda g: g.last_used)
+        self._drop_group(victim)
+        if victim.parent is not None and victim.parent.num_refs == 0:
+            self._drop_idle_groups()  # a kept prompt's prefix that no one else needs
         return True
 
     @property
@@ -428,14 +525,18 @@ class Scheduler:
         self._restores = [r for r in self._restores if r.seq_id != group.seq_id]
         del self.groups[group.key]
         self._removals.append(group.seq_id)
-        self._free_prefix_ids.append(group.seq_id)
-        self._free_prefix_ids.sort()
+        pool = self._free_kept_ids if group.kept else self._free_prefix_ids
+        pool.append(group.seq_id)
+        pool.sort()
         self.num_reserved_cells -= group.own_cells
         if group.parent is not None:
             group.parent.num_refs -= 1
 
-    def _release(self, seq: Sequence) -> None:
-        """Give back a sequence's id and cells; drop its prefix group when unused."""
+    def _release(self, seq: Sequence, *, keep_prompt: bool = False) -> None:
+        """Give back a sequence's id and cells; drop its prefix group when unused.
+        `keep_prompt`: a finished request's prompt cells may stay for a later identical one."""
+        if keep_prompt and seq.seq_id is not None and self._keep_prompt(seq):
+            return
         if seq in self.running:
             self.running.remove(seq)
         if seq.seq_id is not None:
@@ -475,11 +576,13 @@ class Scheduler:
         plan = StepPlan(
             saves=[seq_id for seq_id, _ in self._saves],
             removals=self._removals,
+            trims=self._trims,
             restores=self._restores,
             copies=self._pending_copies,
         )
         step = ScheduledStep(plan=plan, rows=[], saved_keys=dict(self._saves))
         self._saves, self._removals, self._restores, self._pending_copies = [], [], [], []
+        self._trims = []
         budget = self.token_budget
 
         for seq in self.running:  # 1. decode
@@ -597,8 +700,9 @@ class Scheduler:
                 done = self.chooser.advance(seq, output.logits[row])
                 self._stream(seq, final=done)
                 if done:
-                    self._release(seq)
-                    self._finished.append(self.chooser.finish(seq))
+                    result = self.chooser.finish(seq)
+                    self._release(seq, keep_prompt=True)
+                    self._finished.append(result)
             except Exception as error:  # one broken sequence must not stop the others
                 self._release(seq)
                 self._fail(
@@ -629,12 +733,16 @@ class Scheduler:
             seq.group = None  # every group is dropped below
             self._release(seq)
         self.groups.clear()
+        # kept prompts took slots' ids and gave theirs: every pool starts afresh
+        self._free_seq_ids = list(range(self.max_num_seqs))
         self._free_prefix_ids = list(
             range(self.max_num_seqs, self.max_num_seqs + self.max_num_prefixes)
         )
+        self._free_kept_ids = self._kept_id_range()
         # the engine's cache is empty already; saved states are dropped too, in case one of
         # them was what failed
         self._removals, self._pending_copies, self._saves, self._restores = [], [], [], []
+        self._trims = []
         if self.prompt_cache is not None:
             self.prompt_cache.clear()
         self.num_reserved_cells = 0

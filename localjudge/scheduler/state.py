@@ -70,6 +70,7 @@ class PrefixGroup:
     last_used: int = 0  # admission tick of its latest user (least recently used goes first)
     num_refs: int = 0  # admitted sequences and child groups that use it
     auto: bool = False  # found by matching token prefixes (kept after its last user)
+    kept: bool = False  # a finished request's prompt, kept in a sequence id of its own pool
 
     @property
     def ready(self) -> bool:
