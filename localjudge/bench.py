@@ -3,12 +3,13 @@
 (a) outlines' own llama.cpp integration (`outlines.from_llamacpp` + `outlines.Generator`),
     one claim at a time: the path a user would write with the same packages;
 (b) our scheduler with one slot;
-(c) our scheduler with N slots;
-(f) (c) with verdict-first lazy reasons: only "yes" verdicts are explained;
-(n) (c) with no reason at all: the verdict alone (the ceiling of lazy reasons);
-(w) (c) measured as (s) is, warm: one warm-up round not counted, the judge's default
-    prompt cache keeping what that round evaluated (llama-server keeps it in its slots and
-    its own prompt cache);
+(c) our scheduler with N slots, cold: no prompt cache, no kept prompts (each round starts
+    from an empty KV cache);
+(w) the judge with its default options, measured as (s) is, warm: one warm-up round not
+    counted, its prompt cache and kept prompts keeping what that round evaluated
+    (llama-server keeps it in its slots and its own prompt cache);
+(f) (w) with verdict-first lazy reasons: only "yes" verdicts are explained;
+(n) (w) with no reason at all: the verdict alone (the ceiling of lazy reasons);
 (s) llama.cpp's own `llama-server` (given with --llama-server), tuned: N parallel slots,
     unified KV cache, full SWA cache, prompt caching, its own JSON-schema grammar, N
     requests in flight; one warm-up round is not counted.
@@ -188,9 +189,10 @@ def run_scheduler_way(
 ) -> WayResult:
     """Our scheduler on the workload's claims (`model`: a registry name keeps the entry's
     LoRA adapters); the median of `rounds` rounds, each on an idle judge (nothing kept
-    between rounds: no prompt cache). `warm`: as llama-server is measured, one warm-up round
-    is not counted and the judge has its default prompt cache, which keeps the prefixes that
-    round evaluated in host memory."""
+    between rounds: no prompt cache, no kept prompts). `warm`: as llama-server is measured,
+    one warm-up round is not counted and the judge has its default options: the prompt
+    cache keeps the prefixes that round evaluated in host memory, and kept prompts keep its
+    requests' prompts in the KV cache while they fit."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
@@ -209,7 +211,9 @@ def run_scheduler_way(
         if warm:  # the warm-up round: not counted
             judge.generate_many(
                 [
-                    judge.request(s, grammar, prefix=p, max_tokens=max_tokens)
+                    judge.request(
+                        s, grammar, prefix=p, max_tokens=max_tokens, reasons_for=reasons_for
+                    )
                     for p, s in _prompts(judge, items)
                 ]
             )
@@ -523,7 +527,7 @@ def run_bench(
         ):
             if way not in ways:
                 continue
-            mode = {"f": ", flagged", "n": ", no reasons", "w": ", warm cache"}.get(way, "")
+            mode = {"f": ", warm, flagged", "n": ", warm, no reasons", "w": ", warm"}.get(way, "")
             label = f"{way}: scheduler x{num_slots}{mode}"
             progress(f"{report.workload}: ({way}) {label[3:]}")
             report.ways.append(
@@ -538,7 +542,7 @@ def run_bench(
                     gpu_layers=gpu_layers,
                     reasons_for=reasons_for,
                     rounds=rounds if way != "b" else 1,
-                    warm=way == "w",
+                    warm=way in "wfn",
                 )
             )
             gc.collect()
@@ -648,7 +652,7 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
                 "ratio_c_over_b": r.ratio("c", "b"),
                 "ratio_c_over_s": r.ratio("c", "s"),
                 "ratio_f_over_s": r.ratio("f", "s"),
-                "ratio_f_over_c": r.ratio("f", "c"),
+                "ratio_f_over_w": r.ratio("f", "w"),
                 "ratio_n_over_s": r.ratio("n", "s"),
                 "ratio_w_over_s": r.ratio("w", "s"),
                 "engine_decode_tok_s": r.engine_tok_s,

@@ -844,8 +844,9 @@ def demo(model: str | None) -> None:
     "--ways",
     default="abc",
     show_default=True,
-    help="Which ways to run: a (outlines), b (x1), c (xN), f (xN, only flagged verdicts "
-    "explained), n (xN, no reasons), w (xN, warm: a warm-up round not counted, the default prompt cache; as s is measured), "
+    help="Which ways to run: a (outlines), b (x1), c (xN, cold: no prompt cache, no kept "
+    "prompts), w (xN, default options, warm: a warm-up round not counted, as s is measured), "
+    "f (w, only flagged verdicts explained), n (w, no reasons), "
     "s (llama-server; needs --llama-server).",
 )
 @click.option(
@@ -887,8 +888,9 @@ def bench(
     """Run judge workloads several ways in one run and compare them.
 
     (a) outlines' own llama.cpp integration, one claim at a time; (b) our scheduler with one
-    slot; (c) our scheduler with --slots slots; (f) (c) explaining only "yes" verdicts;
-    (s) llama.cpp's llama-server, tuned. Same prompts, schema, budget, greedy. Workloads:
+    slot; (c) our scheduler with --slots slots, cold; (w) default options, warm (a warm-up
+    round not counted, as for s); (f) (w) explaining only "yes" verdicts; (n) (w) with no
+    reasons; (s) llama.cpp's llama-server, tuned. Same prompts, schema, budget, greedy. Workloads:
     single, multi, rag (24+ contexts of ~1,500 tokens), scorer (the whole hallucination
     scorer; ways c and f; per item).
     """
@@ -961,7 +963,7 @@ def bench(
                 f"{way.share_valid:.0%}",
             )
         console.print(table)
-        pairs = (("c", "a"), ("c", "b"), ("c", "s"), ("f", "s"), ("n", "s"), ("w", "s"), ("f", "c"))
+        pairs = (("c", "a"), ("c", "b"), ("c", "s"), ("w", "s"), ("f", "s"), ("n", "s"), ("f", "w"))
         for a, b in pairs:
             ratio = report.ratio(a, b)
             if ratio is not None:

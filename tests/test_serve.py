@@ -488,6 +488,7 @@ def test_a_context_evicted_from_the_kv_cache_comes_back_from_the_prompt_cache(tm
     assert restored["localjudge_prompt_cache_restored_total"] >= 1  # the first context, again
     assert restored["localjudge_prompt_cache_restored_tokens_total"] > 100
     assert restored["localjudge_prompt_cache_bytes"] > 0
+    assert "\nlocaljudge_kept_prompts_used_total " in metrics
 
 
 def test_openai_errors(tmp_home):
