@@ -39,6 +39,8 @@ from localjudge.prompts import claim_verdict_prompt
 from localjudge.registry import resolve
 
 SCHEMA = "hallucination_verdict"
+# the ways compared, (a) over (b), in the CLI's table and the JSON report
+RATIO_PAIRS = (("c", "a"), ("c", "b"), ("c", "s"), ("w", "s"), ("f", "s"), ("n", "s"), ("f", "w"))
 
 
 @dataclass
@@ -208,22 +210,19 @@ def run_scheduler_way(
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)
-        if warm:  # the warm-up round: not counted
-            judge.generate_many(
-                [
-                    judge.request(
-                        s, grammar, prefix=p, max_tokens=max_tokens, reasons_for=reasons_for
-                    )
-                    for p, s in _prompts(judge, items)
-                ]
-            )
-        before = judge.runtime.stats
-        walls, valid = [], []
-        for _ in range(rounds):
-            requests = [
+
+        def round_requests():
+            return [
                 judge.request(s, grammar, prefix=p, max_tokens=max_tokens, reasons_for=reasons_for)
                 for p, s in _prompts(judge, items)
             ]
+
+        if warm:  # the warm-up round: not counted
+            judge.generate_many(round_requests())
+        before = judge.runtime.stats
+        walls, valid = [], []
+        for _ in range(rounds):
+            requests = round_requests()
             start = time.perf_counter()
             outcomes = judge.generate_many(requests)
             walls.append(time.perf_counter() - start)
@@ -648,13 +647,7 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
             {
                 "workload": r.workload,
                 "ways": [w.to_dict() for w in r.ways],
-                "ratio_c_over_a": r.ratio("c", "a"),
-                "ratio_c_over_b": r.ratio("c", "b"),
-                "ratio_c_over_s": r.ratio("c", "s"),
-                "ratio_f_over_s": r.ratio("f", "s"),
-                "ratio_f_over_w": r.ratio("f", "w"),
-                "ratio_n_over_s": r.ratio("n", "s"),
-                "ratio_w_over_s": r.ratio("w", "s"),
+                **{f"ratio_{a}_over_{b}": r.ratio(a, b) for a, b in RATIO_PAIRS},
                 "engine_decode_tok_s": r.engine_tok_s,
             }
             for r in reports

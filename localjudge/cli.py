@@ -894,7 +894,7 @@ def bench(
     single, multi, rag (24+ contexts of ~1,500 tokens), scorer (the whole hallucination
     scorer; ways c and f; per item).
     """
-    from localjudge.bench import reports_to_json, run_bench
+    from localjudge.bench import RATIO_PAIRS, reports_to_json, run_bench
     from localjudge.engine import llama_build_info
     from localjudge.registry import resolve
 
@@ -963,8 +963,7 @@ def bench(
                 f"{way.share_valid:.0%}",
             )
         console.print(table)
-        pairs = (("c", "a"), ("c", "b"), ("c", "s"), ("w", "s"), ("f", "s"), ("n", "s"), ("f", "w"))
-        for a, b in pairs:
+        for a, b in RATIO_PAIRS:
             ratio = report.ratio(a, b)
             if ratio is not None:
                 console.print(f"  ({a})/({b}) {unit}: {ratio:.2f}x")

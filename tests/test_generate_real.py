@@ -205,10 +205,28 @@ def test_automatic_prefixes_match_explicit_ones_on_the_real_engine():
     automatic = first + rest
     assert evaluated < whole - 2 * shared  # the instructions and context once, not four times
     assert all(r.counts.prefix_reused > shared for r in rest)
-    for a, b in zip(explicit, automatic, strict=True):
+    assert_same_verdicts(explicit, automatic)  # batch shapes differ; the cells do not
+
+
+def two_rounds(judge, parts):
+    """The same verdict prompts twice: both rounds' results, and the judge's counters
+    between them."""
+
+    def requests():
+        return [judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
+
+    first = judge.generate_many(requests())
+    before = judge.runtime.stats
+    second = judge.generate_many(requests())
+    return first, second, before, judge.runtime.stats
+
+
+def assert_same_verdicts(results, others):
+    """The same verdicts, and P(yes) within 0.02."""
+    for a, b in zip(results, others, strict=True):
         assert a.value["verdict"] == b.value["verdict"]
         p, q = a.choice("verdict").probabilities, b.choice("verdict").probabilities
-        assert abs(p["yes"] - q["yes"]) < 0.02  # batch shapes differ; the cells do not
+        assert abs(p["yes"] - q["yes"]) < 0.02
 
 
 def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
@@ -224,16 +242,10 @@ def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
     with Judge.load(
         slots=1, max_prefixes=2, n_ctx=4096, prompt_cache_mib=64, keep_prompts=0
     ) as judge:
-
-        def requests():
-            return [judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
-
-        first = judge.generate_many(requests())
-        before = judge.runtime.stats
-        second = judge.generate_many(requests())
-        after = judge.runtime.stats
+        first, second, before, after = two_rounds(judge, parts)
         cache = judge.scheduler.prompt_cache
-        prefix = sum(len(judge.tokenize(s)) for s in requests()[0].prefix_segments)
+        request = judge.prompt_request(parts[0], "hallucination_verdict", 40)
+        prefix = sum(len(judge.tokenize(s)) for s in request.prefix_segments)
         assert cache.num_bytes > 0 and len(cache) >= 1
     assert cache.num_bytes == 0  # closing the judge gave the host memory back
     # the instructions and context were saved after round 1, restored in round 2
@@ -241,10 +253,7 @@ def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
     assert after.num_tokens_restored - before.num_tokens_restored >= prefix - 2
     evaluated = after.num_prompt_tokens - before.num_prompt_tokens
     assert evaluated == sum(r.counts.prompt_evaluated for r in second) < 60
-    for a, b in zip(first, second, strict=True):
-        assert a.value["verdict"] == b.value["verdict"]
-        p, q = a.choice("verdict").probabilities, b.choice("verdict").probabilities
-        assert abs(p["yes"] - q["yes"]) < 0.02  # the same cells, restored bit for bit
+    assert_same_verdicts(first, second)  # the same cells, restored bit for bit
 
 
 def test_kept_prompts_answer_a_repeated_request_from_one_token_on_the_real_engine():
@@ -258,19 +267,9 @@ def test_kept_prompts_answer_a_repeated_request_from_one_token_on_the_real_engin
     parts = [claim_verdict_prompt(context, c) for c in claims]
     with Judge.load(slots=4, n_ctx=4096, prompt_cache_mib=0) as judge:
         assert judge.scheduler.max_kept_prompts == 4  # one per slot by default
-
-        def requests():
-            return [judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
-
-        first = judge.generate_many(requests())
-        before = judge.runtime.stats
-        second = judge.generate_many(requests())
-        after = judge.runtime.stats
+        first, second, before, after = two_rounds(judge, parts)
         assert after.num_kept_prompts_used - before.num_kept_prompts_used == len(claims)
         assert after.num_prompt_tokens - before.num_prompt_tokens == len(claims)
         assert all(r.counts.prompt_evaluated == 1 for r in second)
         assert_scheduler_idle(judge.scheduler)
-    for a, b in zip(first, second, strict=True):
-        assert a.value["verdict"] == b.value["verdict"]
-        p, q = a.choice("verdict").probabilities, b.choice("verdict").probabilities
-        assert abs(p["yes"] - q["yes"]) < 0.02  # the same cells; one token's batch differs
+    assert_same_verdicts(first, second)  # the same cells; one token's batch differs

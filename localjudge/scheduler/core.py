@@ -67,6 +67,13 @@ from localjudge.scheduler.stats import SchedulerStats
 MIN_SAVED_TOKENS = 64
 
 
+def _lineage(group: PrefixGroup | None):
+    """`group` and the groups it starts from, innermost first."""
+    while group is not None:
+        yield group
+        group = group.parent
+
+
 def _common_prefix(a, b, limit: int) -> int:
     """How many leading tokens `a` and `b` share, at most `limit`."""
     n = min(len(a), len(b), limit)
@@ -237,7 +244,7 @@ class Scheduler:
                 if not self._admit_matched(seq, now):
                     return
                 continue
-            kept = self.groups.get(self._kept_key(seq)) if self.max_kept_prompts else None
+            kept = self.groups.get(seq.item.kept_key) if self.max_kept_prompts else None
             if kept is not None:
                 if not self._admit_kept(seq, kept, now):
                     return
@@ -281,19 +288,10 @@ class Scheduler:
                 seq.kv_len = len(parent.key)
             self._start(seq, now, needed)
 
-    @staticmethod
-    def _kept_key(seq: Sequence) -> tuple[int, ...]:
-        """The key a kept prompt of this request would have: all its tokens but the last."""
-        return seq.item.prefix_key + tuple(seq.item.prompt_tokens[:-1])
-
     def _admit_kept(self, seq: Sequence, kept: PrefixGroup, now: float) -> bool:
         """Admit a request whose prompt, all but the last token, is kept from an earlier
         one: it shares those cells and evaluates one token. False if it must wait for room."""
-        chain = set()
-        node = kept
-        while node is not None:
-            chain.add(node.key)
-            node = node.parent
+        chain = {group.key for group in _lineage(kept)}
         needed = 1 + seq.max_tokens
         while self.num_reserved_cells + needed > self.n_ctx:
             if not self._evict_idle_group(chain):
@@ -301,10 +299,8 @@ class Scheduler:
         self.waiting.popleft()
         self._unawait(seq.item.level_keys)
         self._tick += 1
-        node = kept
-        while node is not None:
-            node.last_used = self._tick
-            node = node.parent
+        for group in _lineage(kept):
+            group.last_used = self._tick
         kept.num_refs += 1
         self.stats.num_kept_prompts_used += 1
         seq.group = kept
@@ -324,11 +320,8 @@ class Scheduler:
         key = (parent.key if parent is not None else ()) + tuple(seq.prompt_tokens[:-1])
         if key in self.groups:
             return False
-        if not self._free_kept_ids:
-            idle = [g for g in self.groups.values() if g.kept and g.num_refs == 0]
-            if not idle:
-                return False
-            self._drop_group(min(idle, key=lambda g: g.last_used))
+        if not self._free_kept_ids and not self._evict_idle_group(set(), kept_only=True):
+            return False
         group = PrefixGroup(
             key=key,
             seq_id=seq.seq_id,
@@ -348,7 +341,7 @@ class Scheduler:
         self.running.remove(seq)
         seq.seq_id, seq.group = None, None
         seq.status = SeqStatus.FINISHED
-        self._drop_idle_groups()  # an evicted kept prompt may leave its prefix idle
+        self._drop_idle_groups()  # as any release does: groups admissions left unawaited
         return True
 
     def _saving(self, keys) -> bool:
@@ -426,10 +419,8 @@ class Scheduler:
         if own:
             parent = self._new_group(tuple(tokens[:limit]), parent)
             parent.auto = True
-        node = parent
-        while node is not None:
-            node.last_used = self._tick
-            node = node.parent
+        for group in _lineage(parent):
+            group.last_used = self._tick
         shared = 0
         if parent is not None:
             parent.num_refs += 1
@@ -444,11 +435,7 @@ class Scheduler:
         """Evict idle groups (never `best` or its ancestors) until the sequence ids and
         cells a matched admission needs are free."""
         split = best is not None and length < len(best.key)
-        keep = set()
-        node = best
-        while node is not None:
-            keep.add(node.key)
-            node = node.parent
+        keep = {group.key for group in _lineage(best)}
         while len(self._free_prefix_ids) < int(split) + int(own):
             if not self._evict_idle_group(keep):
                 return False
@@ -491,14 +478,17 @@ class Scheduler:
             if self._awaited[key] <= 0:
                 del self._awaited[key]
 
-    def _evict_idle_group(self, keep: set[tuple[int, ...]]) -> bool:
-        """Drop the least recently used prefix group nothing admitted uses (not in `keep`);
-        False if there is none."""
+    def _evict_idle_group(self, keep: set[tuple[int, ...]], *, kept_only: bool = False) -> bool:
+        """Drop the least recently used prefix group nothing admitted uses (not in `keep`;
+        `kept_only`: a kept prompt); False if there is none."""
         sources = {copy.src for copy in self._pending_copies}
         idle = [
             g
             for k, g in self.groups.items()
-            if g.num_refs == 0 and k not in keep and g.seq_id not in sources
+            if g.num_refs == 0
+            and k not in keep
+            and g.seq_id not in sources
+            and (g.kept or not kept_only)
         ]
         if not idle:
             return False
@@ -658,11 +648,8 @@ class Scheduler:
     def _first_user(self, group: PrefixGroup) -> Sequence | None:
         """The first admitted sequence that reads `group` (directly or through a child)."""
         for seq in self.running:
-            node = seq.group
-            while node is not None:
-                if node is group:
-                    return seq
-                node = node.parent
+            if any(node is group for node in _lineage(seq.group)):
+                return seq
         return None
 
     # -- reading the output back ----------------------------------------------------------

@@ -4,6 +4,7 @@ life, and what a step hands back and forth. Plain data; `core` plans, `choice` d
 from __future__ import annotations
 
 import codecs
+import functools
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -51,6 +52,12 @@ class TokenizedRequest:
     def prefix_key(self) -> tuple[int, ...]:
         """The innermost prefix group this request reads from (empty: none)."""
         return self.level_keys[-1] if self.level_keys else ()
+
+    @functools.cached_property
+    def kept_key(self) -> tuple[int, ...]:
+        """The key a kept prompt of this request has: all its tokens but the last (built
+        once: admission looks it up on every step the request waits)."""
+        return self.prefix_key + tuple(self.prompt_tokens[:-1])
 
 
 @dataclass
