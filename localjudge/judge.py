@@ -189,7 +189,8 @@ class Judge:
         entry names). `prompt_cache_mib`: host memory for the prompt cache, where a shared
         prefix (instructions, a context) is saved when it leaves the KV cache, so a later
         request with the same prefix restores its cells instead of evaluating it again
-        (0: off). `keep_prompts`: how many finished requests' prompts stay in the KV cache
+        (0: off). `keep_prompts`: how many finished requests' prompts (requests that name a
+        shared prefix, as the scorers' do) stay in the KV cache
         (least recently used out first, whenever cells are needed), so that the same request
         sent again evaluates only its last token, as llama-server's slots do (None: one per
         slot, as many as llama.cpp's sequence limit allows; 0: off)."""

@@ -244,7 +244,11 @@ class Scheduler:
                 if not self._admit_matched(seq, now):
                     return
                 continue
-            kept = self.groups.get(seq.item.kept_key) if self.max_kept_prompts else None
+            kept = (
+                self.groups.get(seq.item.kept_key)
+                if self.max_kept_prompts and seq.item.level_keys
+                else None
+            )
             if kept is not None:
                 if not self._admit_kept(seq, kept, now):
                     return
@@ -313,8 +317,13 @@ class Scheduler:
         """Keep a finished sequence's prompt cells (all but the last token) as an idle group
         that a later identical request starts from; its output cells are trimmed. The group
         takes the sequence's id, and a free kept-prompt id replaces it in the slots' pool.
-        False (nothing kept) when it is already kept or no kept-prompt id can be freed."""
-        if not self.max_kept_prompts or len(seq.prompt_tokens) < 2:
+        False (nothing kept) when it is already kept or no kept-prompt id can be freed.
+
+        Only requests that name a shared prefix are kept (scorers' verdicts), as only those
+        go to the prompt cache: a repeated request evaluates its last token in another batch
+        shape, which may change its numerics slightly, and a plain request sent twice alone
+        must give the same text (automatic prefixes keep plain prompts on their own)."""
+        if not self.max_kept_prompts or not seq.item.level_keys or len(seq.prompt_tokens) < 2:
             return False
         parent = seq.group
         key = (parent.key if parent is not None else ()) + tuple(seq.prompt_tokens[:-1])
