@@ -73,7 +73,7 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
     return vocabulary
 
 
-def check_slots(slots: int, max_prefixes: int, keep_prompts: int | None = None) -> int:
+def check_slots(slots: int, max_prefixes: int, keep_prompts: int | None = 0) -> int:
     """Refuse sequence counts llama.cpp cannot hold, before anything is loaded; the number
     of finished prompts to keep (`keep_prompts`; None: one per slot, as many as fit)."""
     if slots < 1 or max_prefixes < 1:
@@ -118,7 +118,7 @@ class Judge:
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
         prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
-        keep_prompts: int | None = None,
+        keep_prompts: int | None = 0,
     ) -> None:
         keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
         if not prompt_cache_mib >= 0:
@@ -177,7 +177,7 @@ class Judge:
         adapter: str | Path | None = None,
         adapter_scale: float = 1.0,
         prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
-        keep_prompts: int | None = None,
+        keep_prompts: int | None = 0,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
@@ -192,8 +192,10 @@ class Judge:
         (0: off). `keep_prompts`: how many finished requests' prompts (requests that name a
         shared prefix, as the scorers' do) stay in the KV cache
         (least recently used out first, whenever cells are needed), so that the same request
-        sent again evaluates only its last token, as llama-server's slots do (None: one per
-        slot, as many as llama.cpp's sequence limit allows; 0: off)."""
+        sent again evaluates only its last token, as llama-server's slots do (0, the
+        default: off; None: one per slot, as many as llama.cpp's sequence limit allows). Off
+        by default: that last token is evaluated in another batch shape than the first time,
+        so a repeated verdict's P(yes) may move by a few hundredths."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge

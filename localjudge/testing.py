@@ -70,7 +70,7 @@ class FakeJudge(Judge):
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
         prompt_cache_mib: float = 0,
-        keep_prompts: int | None = None,
+        keep_prompts: int | None = 0,
     ) -> None:
         engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)
         super().__init__(

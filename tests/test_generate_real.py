@@ -265,8 +265,8 @@ def test_kept_prompts_answer_a_repeated_request_from_one_token_on_the_real_engin
     ]
     claims = ("It reaches Penmor at 9:10.", "Bicycles cost 5 pounds.", "It runs every day.")
     parts = [claim_verdict_prompt(context, c) for c in claims]
-    with Judge.load(slots=4, n_ctx=4096, prompt_cache_mib=0) as judge:
-        assert judge.scheduler.max_kept_prompts == 4  # one per slot by default
+    with Judge.load(slots=4, n_ctx=4096, prompt_cache_mib=0, keep_prompts=None) as judge:
+        assert judge.scheduler.max_kept_prompts == 4  # None: one per slot
         first, second, before, after = two_rounds(judge, parts)
         assert after.num_kept_prompts_used - before.num_kept_prompts_used == len(claims)
         assert after.num_prompt_tokens - before.num_prompt_tokens == len(claims)
