@@ -5,10 +5,9 @@
 (b) our scheduler with one slot;
 (c) our scheduler with N slots, cold: no prompt cache, no kept prompts (each round starts
     from an empty KV cache);
-(w) the judge with its default options plus kept prompts (`keep_prompts=None`, off by
-    default), measured as (s) is, warm: one warm-up round not counted, its prompt cache and
-    kept prompts keeping what that round evaluated (llama-server keeps it in its slots and
-    its own prompt cache);
+(w) the judge with its default options, measured as (s) is, warm: one warm-up round not
+    counted, its prompt cache and kept prompts keeping what that round evaluated
+    (llama-server keeps it in its slots and its own prompt cache);
 (f) (w) with verdict-first lazy reasons: only "yes" verdicts are explained;
 (n) (w) with no reason at all: the verdict alone (the ceiling of lazy reasons);
 (s) llama.cpp's own `llama-server` (given with --llama-server), tuned: N parallel slots,
@@ -193,9 +192,9 @@ def run_scheduler_way(
     """Our scheduler on the workload's claims (`model`: a registry name keeps the entry's
     LoRA adapters); the median of `rounds` rounds, each on an idle judge (nothing kept
     between rounds: no prompt cache, no kept prompts). `warm`: as llama-server is measured,
-    one warm-up round is not counted and the judge has its default options plus kept
-    prompts (one per slot): the prompt cache keeps the prefixes that round evaluated in host
-    memory, and kept prompts keep its requests' prompts in the KV cache while they fit."""
+    one warm-up round is not counted and the judge has its default options: the prompt
+    cache keeps the prefixes that round evaluated in host memory, and kept prompts (one per
+    slot) keep its requests' prompts in the KV cache while they fit."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
@@ -207,7 +206,7 @@ def run_scheduler_way(
             n_threads=threads,
             n_gpu_layers=gpu_layers,
             prompt_cache_mib=DEFAULT_PROMPT_CACHE_MIB if warm else 0,
-            keep_prompts=None if warm else 0,
+            keep_prompts=None if warm else 0,  # None: the default
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)

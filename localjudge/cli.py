@@ -845,7 +845,7 @@ def demo(model: str | None) -> None:
     default="abc",
     show_default=True,
     help="Which ways to run: a (outlines), b (x1), c (xN, cold: no prompt cache, no kept "
-    "prompts), w (xN, default options plus kept prompts, warm: a warm-up round not counted, "
+    "prompts), w (xN, default options, warm: a warm-up round not counted, "
     "as s is measured), "
     "f (w, only flagged verdicts explained), n (w, no reasons), "
     "s (llama-server; needs --llama-server).",
@@ -889,9 +889,9 @@ def bench(
     """Run judge workloads several ways in one run and compare them.
 
     (a) outlines' own llama.cpp integration, one claim at a time; (b) our scheduler with one
-    slot; (c) our scheduler with --slots slots, cold; (w) default options plus kept
-    prompts, warm (a warm-up round not counted, as for s); (f) (w) explaining only "yes" verdicts; (n) (w) with no
-    reasons; (s) llama.cpp's llama-server, tuned. Same prompts, schema, budget, greedy. Workloads:
+    slot; (c) our scheduler with --slots slots, cold; (w) default options, warm (a
+    warm-up round not counted, as for s); (f) (w) explaining only "yes" verdicts; (n) (w)
+    with no reasons; (s) llama.cpp's llama-server, tuned. Same prompts, schema, budget, greedy. Workloads:
     single, multi, rag (24+ contexts of ~1,500 tokens), scorer (the whole hallucination
     scorer; ways c and f; per item).
     """

@@ -73,7 +73,7 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
     return vocabulary
 
 
-def check_slots(slots: int, max_prefixes: int, keep_prompts: int | None = 0) -> int:
+def check_slots(slots: int, max_prefixes: int, keep_prompts: int | None = None) -> int:
     """Refuse sequence counts llama.cpp cannot hold, before anything is loaded; the number
     of finished prompts to keep (`keep_prompts`; None: one per slot, as many as fit)."""
     if slots < 1 or max_prefixes < 1:
@@ -118,7 +118,7 @@ class Judge:
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
         prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
-        keep_prompts: int | None = 0,
+        keep_prompts: int | None = None,
     ) -> None:
         keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
         if not prompt_cache_mib >= 0:
@@ -177,7 +177,7 @@ class Judge:
         adapter: str | Path | None = None,
         adapter_scale: float = 1.0,
         prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
-        keep_prompts: int | None = 0,
+        keep_prompts: int | None = None,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
@@ -189,13 +189,12 @@ class Judge:
         entry names). `prompt_cache_mib`: host memory for the prompt cache, where a shared
         prefix (instructions, a context) is saved when it leaves the KV cache, so a later
         request with the same prefix restores its cells instead of evaluating it again
-        (0: off). `keep_prompts`: how many finished requests' prompts (requests that name a
-        shared prefix, as the scorers' do) stay in the KV cache
-        (least recently used out first, whenever cells are needed), so that the same request
-        sent again evaluates only its last token, as llama-server's slots do (0, the
-        default: off; None: one per slot, as many as llama.cpp's sequence limit allows). Off
-        by default: that last token is evaluated in another batch shape than the first time,
-        so a repeated verdict's P(yes) may move by a few hundredths."""
+        (0: off). `keep_prompts`: how many finished requests' prompts stay in the KV cache with
+        the logits at their last token (least recently used out first, whenever cells are
+        needed), so that the same request sent again evaluates nothing and starts from the
+        very numbers the first one read (None, the default: one per slot, as many as
+        llama.cpp's sequence limit allows; 0: off). Each costs a row of logits in host
+        memory (vocabulary size x 4 bytes: 1 MiB for Gemma 3)."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge

@@ -70,7 +70,7 @@ class FakeJudge(Judge):
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
         prompt_cache_mib: float = 0,
-        keep_prompts: int | None = 0,
+        keep_prompts: int | None = None,
     ) -> None:
         engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)
         super().__init__(
@@ -96,6 +96,7 @@ def assert_scheduler_idle(scheduler: Scheduler, engine: FakeEngine | None = None
     assert not scheduler.has_work() and not scheduler.waiting and not scheduler.running
     assert all(g.ready for g in groups)
     kept = [g for g in groups if g.kept]
+    assert all(g.logits is not None for g in kept)  # what a repeat starts from
     # kept prompts swap ids with the slots' pool: counts per pool hold, and every id once
     assert len(scheduler._free_seq_ids) == scheduler.max_num_seqs
     assert len(scheduler._free_kept_ids) + len(kept) == scheduler.max_kept_prompts

@@ -256,7 +256,7 @@ def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
     assert_same_verdicts(first, second)  # the same cells, restored bit for bit
 
 
-def test_kept_prompts_answer_a_repeated_request_from_one_token_on_the_real_engine():
+def test_kept_prompts_answer_a_repeated_request_with_the_same_numbers_on_the_real_engine():
     from localjudge import Judge
 
     context = [
@@ -265,11 +265,15 @@ def test_kept_prompts_answer_a_repeated_request_from_one_token_on_the_real_engin
     ]
     claims = ("It reaches Penmor at 9:10.", "Bicycles cost 5 pounds.", "It runs every day.")
     parts = [claim_verdict_prompt(context, c) for c in claims]
-    with Judge.load(slots=4, n_ctx=4096, prompt_cache_mib=0, keep_prompts=None) as judge:
-        assert judge.scheduler.max_kept_prompts == 4  # None: one per slot
+    with Judge.load(slots=4, n_ctx=4096, prompt_cache_mib=0) as judge:
+        assert judge.scheduler.max_kept_prompts == 4  # the default: one per slot
         first, second, before, after = two_rounds(judge, parts)
         assert after.num_kept_prompts_used - before.num_kept_prompts_used == len(claims)
-        assert after.num_prompt_tokens - before.num_prompt_tokens == len(claims)
-        assert all(r.counts.prompt_evaluated == 1 for r in second)
+        assert after.num_prompt_tokens - before.num_prompt_tokens == 0
+        assert all(r.counts.prompt_evaluated == 0 for r in second)
         assert_scheduler_idle(judge.scheduler)
-    assert_same_verdicts(first, second)  # the same cells; one token's batch differs
+    # the same cells and logits, then the same decode steps as round 1 (its prompts were
+    # evaluated in one step): bit for bit the same numbers
+    for a, b in zip(first, second, strict=True):
+        assert a.text == b.text
+        assert a.choice("verdict").probabilities == b.choice("verdict").probabilities

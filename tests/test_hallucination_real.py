@@ -132,6 +132,9 @@ def test_context_larger_than_the_window(real_judge):
 def test_claim_reasons_none_keeps_the_verdicts_and_skips_the_reasons(real_judge):
     run = {"output": "It was announced in 2007. It was released in 1999. It was blue."}
     options = {"context": IPHONE, "extraction": "sentences", "reason": "template"}
+    create_hallucination_scorer(real_judge, **options).run(run)  # its prompts are kept
+    # both runs start from the kept prompts, so their verdicts are read in the same batches
+    # (a claim's P(yes) moves by a few hundredths with what it is batched with)
     full = create_hallucination_scorer(real_judge, **options).run(run)
     lazy = create_hallucination_scorer(real_judge, claim_reasons="none", **options).run(run)
     check_structure(lazy)
@@ -140,5 +143,5 @@ def test_claim_reasons_none_keeps_the_verdicts_and_skips_the_reasons(real_judge)
     )
     for a, b in pairs:
         assert a["verdict"] == b["verdict"] and b["reasonBy"] == "template"
-        assert b["confidence"] == pytest.approx(a["confidence"], abs=0.02)
+        assert b["confidence"] == a["confidence"]
     assert lazy.usage["analyze"].generated_tokens < full.usage["analyze"].generated_tokens

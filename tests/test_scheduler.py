@@ -650,9 +650,7 @@ def test_prompt_cache_random_arrivals_evictions_and_cancels(fake_vocabulary, gra
 # -- kept prompts: a finished request's prompt stays for the same request sent again -------
 
 
-def test_kept_prompt_makes_a_repeated_request_evaluate_its_last_token_only(
-    fake_vocabulary, grammar
-):
+def test_kept_prompt_makes_a_repeated_request_evaluate_nothing(fake_vocabulary, grammar):
     claims = [f"c{i} {'moon' if i % 2 else 'sky'}" for i in range(4)]
     rounds = {}
     for kept in (0, 4):
@@ -665,11 +663,11 @@ def test_kept_prompt_makes_a_repeated_request_evaluate_its_last_token_only(
         rounds[kept] = (first, second, scheduler.stats.num_prompt_tokens - before)
         assert [r.value for r in second] == [r.value for r in first]
         if kept:
-            assert all(r.counts.prompt_evaluated == 1 for r in second)
+            assert all(r.counts.prompt_evaluated == 0 for r in second)
             assert len([g for g in scheduler.groups.values() if g.kept]) == len(claims)
             check_kept_groups(engine, scheduler)
         runtime.close()
-    assert rounds[4][2] == len(claims)  # one token per request
+    assert rounds[4][2] == 0  # the cells and the logits were kept
     own = [
         len(FakeEngine(verdict_script).tokenize(f"Claim: {c}\n>", add_special=False))
         for c in claims
@@ -677,6 +675,25 @@ def test_kept_prompt_makes_a_repeated_request_evaluate_its_last_token_only(
     # without kept prompts each claim is evaluated again, and the prefix (not cached) too
     assert rounds[0][2] == sum(own) + len(FakeEngine(verdict_script).tokenize(PREFIX))
     assert [r.value for r in rounds[4][1]] == [r.value for r in rounds[0][1]]
+
+
+def test_kept_prompt_gives_a_repeated_request_the_numbers_of_the_first(fake_vocabulary, grammar):
+    def verdict_odds(requests, kept):
+        engine = FakeEngine(verdict_script, shape_noise=1e-3)
+        scheduler = Scheduler(
+            vocabulary=fake_vocabulary, n_ctx=4000, max_num_prefixes=2, max_kept_prompts=kept
+        )
+        runtime = BatchRuntime(engine, scheduler, engine.tokenize)
+        rounds = [runtime.run([claim_request(grammar, c) for c in claims]) for claims in requests]
+        runtime.close()
+        return [[r.choice("verdict").probabilities for r in results] for results in rounds]
+
+    # a logit's rounding moves with the batch shape (emulated), and the repeat is evaluated
+    # in another shape than the first request, which read its prompt's logits with the prefill
+    first, again = verdict_odds([["c1 moon"], ["c1 moon"]], kept=1)
+    assert again == first  # exactly: the kept cells and logits, and the same steps after
+    ((_, mixed),) = verdict_odds([["c2 sky", "c1 moon"]], kept=0)
+    assert mixed["no"] != first[0]["no"]  # in another batch the same request reads other numbers
 
 
 def test_kept_prompts_are_bounded_least_recently_used_out_first(fake_vocabulary, grammar):
@@ -688,7 +705,7 @@ def test_kept_prompts_are_bounded_least_recently_used_out_first(fake_vocabulary,
     assert len(kept) == 2 and len(scheduler._free_kept_ids) == 0
     again = runtime.run([claim_request(grammar, f"c{i} sky") for i in (3, 2, 0)])
     # the last two are kept; the first one was evicted and is evaluated whole
-    assert [r.counts.prompt_evaluated for r in again][:2] == [1, 1]
+    assert [r.counts.prompt_evaluated for r in again][:2] == [0, 0]
     assert again[2].counts.prompt_evaluated > 1
     check_kept_groups(engine, scheduler)
     runtime.close()

@@ -92,9 +92,13 @@ class FakeEngine:
         tokenizer: FakeTokenizer | None = None,
         step_seconds: float = 0.0,
         n_ctx: int = 20000,
+        shape_noise: float = 0.0,
     ) -> None:
         self.tokenizer = tokenizer or FakeTokenizer()
         self.step_seconds = step_seconds  # emulated device time per step
+        # emulated batch-shape numerics: every logit moves by shape_noise x the step's token
+        # count x its id / n_vocab, as a real engine's rounding moves with the batch shape
+        self.shape_noise = shape_noise
         self.script = script
         self.markers = (marker,) if isinstance(marker, str) else tuple(marker)
         self.kv: dict[int, list[int]] = {}
@@ -162,6 +166,9 @@ class FakeEngine:
             if item.logits:
                 rows.append(self._logits(cells))
         logits = np.array(rows, dtype=np.float32).reshape(len(rows), self.n_vocab)
+        if self.shape_noise:
+            ramp = np.arange(self.n_vocab, dtype=np.float32) / self.n_vocab
+            logits += np.float32(self.shape_noise * len(plan.tokens)) * ramp
         return StepOutput(logits=logits, states=states)
 
     def _logits(self, cells: list[int]) -> np.ndarray:

@@ -116,8 +116,9 @@ class Scheduler:
         self.groups: dict[tuple[int, ...], PrefixGroup] = {}
         self._free_seq_ids = list(range(max_num_seqs))
         self._free_prefix_ids = list(range(max_num_seqs, max_num_seqs + max_num_prefixes))
-        # finished requests' prompts kept in the KV cache, so that the same request sent again
-        # evaluates its last token only (as llama-server's slots do); their ids: one more pool
+        # finished requests' prompts kept in the KV cache with their last logits, so that the
+        # same request sent again evaluates nothing (llama-server's slots evaluate one token);
+        # their ids: one more pool
         self.max_kept_prompts = max_kept_prompts
         self._free_kept_ids = self._kept_id_range()
         self._trims: list[SeqTrim] = []  # kept prompts: their output cells go
@@ -240,17 +241,13 @@ class Scheduler:
         """
         while self.waiting and self._free_seq_ids:
             seq = self.waiting[0]
-            if self.auto_prefix and not seq.item.level_keys:
-                if not self._admit_matched(seq, now):
+            kept = self.groups.get(seq.item.kept_key) if self.max_kept_prompts else None
+            if kept is not None and kept.logits is not None:
+                if not self._admit_kept(seq, kept, now):
                     return
                 continue
-            kept = (
-                self.groups.get(seq.item.kept_key)
-                if self.max_kept_prompts and seq.item.level_keys
-                else None
-            )
-            if kept is not None:
-                if not self._admit_kept(seq, kept, now):
+            if self.auto_prefix and not seq.item.level_keys:
+                if not self._admit_matched(seq, now):
                     return
                 continue
             if self._saving(seq.item.level_keys):
@@ -293,10 +290,11 @@ class Scheduler:
             self._start(seq, now, needed)
 
     def _admit_kept(self, seq: Sequence, kept: PrefixGroup, now: float) -> bool:
-        """Admit a request whose prompt, all but the last token, is kept from an earlier
-        one: it shares those cells and evaluates one token. False if it must wait for room."""
+        """Admit a request whose whole prompt is kept from an earlier one: it shares those
+        cells and starts from the logits kept with them, evaluating nothing (so its output
+        is what a fresh evaluation of the same cells gives). False if it must wait for room."""
         chain = {group.key for group in _lineage(kept)}
-        needed = 1 + seq.max_tokens
+        needed = seq.max_tokens
         while self.num_reserved_cells + needed > self.n_ctx:
             if not self._evict_idle_group(chain):
                 return False
@@ -309,24 +307,25 @@ class Scheduler:
         self.stats.num_kept_prompts_used += 1
         seq.group = kept
         seq.kv_len = len(kept.key)
-        seq.prompt_tokens = seq.prompt_tokens[-1:]
+        seq.prompt_tokens = []
+        seq.prompt_logits = kept.logits
         self._start(seq, now, needed)
         return True
 
     def _keep_prompt(self, seq: Sequence) -> bool:
-        """Keep a finished sequence's prompt cells (all but the last token) as an idle group
-        that a later identical request starts from; its output cells are trimmed. The group
-        takes the sequence's id, and a free kept-prompt id replaces it in the slots' pool.
-        False (nothing kept) when it is already kept or no kept-prompt id can be freed.
+        """Keep a finished sequence's prompt cells, with the logits at its last token, as an
+        idle group that a later identical request starts from; its output cells are trimmed.
+        The group takes the sequence's id, and a free kept-prompt id replaces it in the
+        slots' pool. False (nothing kept) when it is already kept or no kept-prompt id can
+        be freed.
 
-        Only requests that name a shared prefix are kept (scorers' verdicts), as only those
-        go to the prompt cache: a repeated request evaluates its last token in another batch
-        shape, which may change its numerics slightly, and a plain request sent twice alone
-        must give the same text (automatic prefixes keep plain prompts on their own)."""
-        if not self.max_kept_prompts or not seq.item.level_keys or len(seq.prompt_tokens) < 2:
+        The cells and the logits are exactly those the first request read, so the same
+        request again evaluates nothing and chooses its first token from the same numbers
+        (evaluating even its last token again, in another batch shape, could move them)."""
+        if not self.max_kept_prompts or seq.prompt_logits is None:
             return False
         parent = seq.group
-        key = (parent.key if parent is not None else ()) + tuple(seq.prompt_tokens[:-1])
+        key = (parent.key if parent is not None else ()) + tuple(seq.prompt_tokens)
         if key in self.groups:
             return False
         if not self._free_kept_ids and not self._evict_idle_group(set(), kept_only=True):
@@ -340,6 +339,7 @@ class Scheduler:
             last_used=self._tick,
             auto=True,  # kept after its last user, never saved to host memory
             kept=True,
+            logits=seq.prompt_logits,
         )
         self.groups[key] = group
         self.stats.num_prompts_kept += 1
@@ -638,6 +638,9 @@ class Scheduler:
                 seq.copied = True
                 seq.counts.prefix_reused = len(seq.group.key) - seq.prefix_paid
             prompt = seq.prompt_tokens
+            if not prompt:  # a kept prompt: its cells are copied, its logits kept
+                step.given.append(seq)
+                continue
             chunk = prompt[seq.num_prompt_done : seq.num_prompt_done + budget]
             ends_prompt = seq.num_prompt_done + len(chunk) == len(prompt)
             for i, token in enumerate(chunk):
@@ -686,14 +689,19 @@ class Scheduler:
                 f"engine returned {output.logits.shape[0]} logits rows for {len(step.rows)} sequences"
             )
         now = time.perf_counter()
-        for row, seq in enumerate(step.rows):
+        rows = [(seq, output.logits[row]) for row, seq in enumerate(step.rows)]
+        rows += [(seq, seq.prompt_logits) for seq in step.given]
+        for seq, logits in rows:
             if seq.status is SeqStatus.FINISHED:  # cancelled while the step ran
                 continue
             if seq.status is SeqStatus.PREFILL:
                 seq.status = SeqStatus.DECODE
                 seq.first_token_at = now
+                if self.max_kept_prompts and seq.prompt_logits is None:
+                    # the engine's buffer is overwritten by the next step: keep a copy
+                    seq.prompt_logits = np.array(logits, dtype=np.float32)
             try:
-                done = self.chooser.advance(seq, output.logits[row])
+                done = self.chooser.advance(seq, logits)
                 self._stream(seq, final=done)
                 if done:
                     result = self.chooser.finish(seq)

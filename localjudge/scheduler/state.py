@@ -55,9 +55,9 @@ class TokenizedRequest:
 
     @functools.cached_property
     def kept_key(self) -> tuple[int, ...]:
-        """The key a kept prompt of this request has: all its tokens but the last (built
-        once: admission looks it up on every step the request waits)."""
-        return self.prefix_key + tuple(self.prompt_tokens[:-1])
+        """The key a kept prompt of this request has: all its tokens (built once: admission
+        looks it up on every step the request waits)."""
+        return self.prefix_key + tuple(self.prompt_tokens)
 
 
 @dataclass
@@ -78,6 +78,8 @@ class PrefixGroup:
     num_refs: int = 0  # admitted sequences and child groups that use it
     auto: bool = False  # found by matching token prefixes (kept after its last user)
     kept: bool = False  # a finished request's prompt, kept in a sequence id of its own pool
+    # a kept prompt's logits at its last token: the same request again evaluates nothing
+    logits: np.ndarray | None = None
 
     @property
     def ready(self) -> bool:
@@ -120,6 +122,9 @@ class Sequence:
     verdict_read: bool = False  # `reasons_for` was applied to the verdict (read once)
     rng: np.random.Generator | None = None
     cancelled: bool = False
+    # the logits at the prompt's last token (kept prompts on): saved when the prompt is
+    # evaluated, or given by the kept prompt this sequence starts from
+    prompt_logits: np.ndarray | None = None
 
     @property
     def request_id(self) -> str:
@@ -153,6 +158,7 @@ class ScheduledStep:
 
     plan: StepPlan
     rows: list[Sequence]  # the sequence each logits row belongs to, in row order
+    given: list[Sequence] = field(default_factory=list)  # kept prompts' logits, not the engine's
     num_prompt_tokens: int = 0  # prompt and prefix tokens in this step
     num_output_tokens: int = 0  # previously chosen output tokens fed in this step
     saved_keys: dict[int, tuple[int, ...]] = field(default_factory=dict)  # save seq id -> prefix
