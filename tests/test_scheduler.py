@@ -696,6 +696,38 @@ def test_kept_prompt_gives_a_repeated_request_the_numbers_of_the_first(fake_voca
     assert mixed["no"] != first[0]["no"]  # in another batch the same request reads other numbers
 
 
+def test_a_rerun_judges_the_requests_still_kept_first(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_seqs=2, max_num_prefixes=2, max_kept_prompts=2
+    )
+    claims = [f"c{i} sky" for i in range(4)]
+    runtime.run([claim_request(grammar, c) for c in claims])  # c2 and c3 stay kept
+    again = runtime.run([claim_request(grammar, c) for c in claims])
+    # in turn, c0 and c1 would have evicted them on finishing; before their turn, they
+    # evaluate nothing
+    assert [r.counts.prompt_evaluated for r in again[2:]] == [0, 0]
+    assert all(r.counts.prompt_evaluated > 0 for r in again[:2])
+    assert scheduler.stats.num_kept_prompts_used == 2
+    check_kept_groups(engine, scheduler)
+    runtime.close()
+
+
+def test_requests_admitted_before_their_turn_never_starve_the_head(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_seqs=1, max_num_prefixes=2, max_kept_prompts=3
+    )
+    runtime.run([claim_request(grammar, c) for c in ("a sky", "b sky", "c sky")])
+    requests = [claim_request(grammar, c) for c in ("x sky", "a sky", "b sky", "c sky")]
+    for request in requests:
+        scheduler.add(runtime.tokenize_request(request))
+    order = list(drive(scheduler, engine))  # one slot: finished in admission order
+    # one request (as many as there are slots) passes x; then x's turn comes. x's prompt,
+    # kept in turn, evicted b's (least recently used), so c, still kept, passes b
+    assert order == [requests[i].request_id for i in (1, 0, 3, 2)]
+    check_kept_groups(engine, scheduler)
+    runtime.close()
+
+
 def test_kept_prompts_are_bounded_least_recently_used_out_first(fake_vocabulary, grammar):
     engine, scheduler, runtime = make_runtime(
         fake_vocabulary, max_num_seqs=1, max_num_prefixes=2, max_kept_prompts=2

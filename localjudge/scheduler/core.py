@@ -65,6 +65,8 @@ from localjudge.scheduler.stats import SchedulerStats
 # prefixes shorter than this are evaluated again rather than saved (a save costs a copy of
 # the cells, and a short prefix is cheap to evaluate)
 MIN_SAVED_TOKENS = 64
+# how deep in the queue a request whose prompt is kept is looked for (see `_admit_kept_first`)
+KEPT_LOOKAHEAD = 4096
 
 
 def _lineage(group: PrefixGroup | None):
@@ -137,6 +139,10 @@ class Scheduler:
         self._saves: list[tuple[int, tuple[int, ...]]] = []  # (seq id, prefix) to save first
         self._restores: list[SeqRestore] = []  # saved prefixes put back at admission
         self._tick = 0
+        # the request at the queue's head, and how many requests were admitted before it
+        # because their prompts were kept (at most max_num_seqs: it is never starved)
+        self._head: Sequence | None = None
+        self._num_jumped = 0
         self.stats = SchedulerStats()
         self.chooser = TokenChooser(
             vocabulary, self.stats, jump_forward=jump_forward, eog_ids=frozenset(eog_ids)
@@ -239,6 +245,8 @@ class Scheduler:
         Idle prefix groups (kept because a queued request will reuse them) are evicted when
         the request at the head of the queue needs their sequence id or cells.
         """
+        if self.max_kept_prompts:
+            self._admit_kept_first(now)
         while self.waiting and self._free_seq_ids:
             seq = self.waiting[0]
             kept = self.groups.get(seq.item.kept_key) if self.max_kept_prompts else None
@@ -289,16 +297,44 @@ class Scheduler:
                 seq.kv_len = len(parent.key)
             self._start(seq, now, needed)
 
-    def _admit_kept(self, seq: Sequence, kept: PrefixGroup, now: float) -> bool:
+    def _admit_kept_first(self, now: float) -> None:
+        """Admit queued requests whose whole prompt is kept before their turn: they evaluate
+        nothing, and by their turn the requests ahead of them may have evicted their kept
+        prompts (a re-run over many contexts finds the last ones it judged still kept, and
+        judges them first). At most `max_num_seqs` requests pass the same head request."""
+        if not self.waiting or not any(g.kept for g in self.groups.values()):
+            return
+        if self.waiting[0] is not self._head:
+            self._head, self._num_jumped = self.waiting[0], 0
+        kept = {g.key_hash: g for g in self.groups.values() if g.kept}
+        found = []
+        for depth, seq in enumerate(self.waiting):
+            if depth >= KEPT_LOOKAHEAD or len(found) >= len(self._free_seq_ids):
+                break
+            group = kept.get(seq.item.kept_hash) if depth else None
+            if group is not None and group.key == seq.item.kept_key:
+                found.append((seq, group))
+        for seq, group in found:
+            if self._num_jumped >= self.max_num_seqs or not self._free_seq_ids:
+                return
+            if not self._admit_kept(seq, group, now, evict=False):
+                return
+            self._num_jumped += 1
+
+    def _admit_kept(self, seq: Sequence, kept: PrefixGroup, now: float, *, evict=True) -> bool:
         """Admit a request whose whole prompt is kept from an earlier one: it shares those
         cells and starts from the logits kept with them, evaluating nothing (so its output
-        is what a fresh evaluation of the same cells gives). False if it must wait for room."""
+        is what a fresh evaluation of the same cells gives). False if it must wait for room
+        (`evict`: idle groups may be evicted to make it; not before the request's turn)."""
         chain = {group.key for group in _lineage(kept)}
         needed = seq.max_tokens
         while self.num_reserved_cells + needed > self.n_ctx:
-            if not self._evict_idle_group(chain):
+            if not evict or not self._evict_idle_group(chain):
                 return False
-        self.waiting.popleft()
+        if self.waiting[0] is seq:
+            self.waiting.popleft()
+        else:  # admitted before its turn
+            self.waiting.remove(seq)
         self._unawait(seq.item.level_keys)
         self._tick += 1
         for group in _lineage(kept):

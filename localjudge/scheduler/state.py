@@ -59,6 +59,11 @@ class TokenizedRequest:
         looks it up on every step the request waits)."""
         return self.prefix_key + tuple(self.prompt_tokens)
 
+    @functools.cached_property
+    def kept_hash(self) -> int:
+        """`hash(kept_key)`, computed once (a queue scan compares it on every step)."""
+        return hash(self.kept_key)
+
 
 @dataclass
 class PrefixGroup:
@@ -85,13 +90,17 @@ class PrefixGroup:
     def ready(self) -> bool:
         return self.num_evaluated == len(self.key)
 
+    @functools.cached_property
+    def key_hash(self) -> int:
+        return hash(self.key)
+
     @property
     def own_cells(self) -> int:
         """KV cells this group adds beyond its parent's."""
         return len(self.key) - (len(self.parent.key) if self.parent else 0)
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: queues remove this very sequence
 class Sequence:
     """One request's life inside the scheduler."""
 
