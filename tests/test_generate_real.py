@@ -277,3 +277,21 @@ def test_kept_prompts_answer_a_repeated_request_with_the_same_numbers_on_the_rea
     for a, b in zip(first, second, strict=True):
         assert a.text == b.text
         assert a.choice("verdict").probabilities == b.choice("verdict").probabilities
+
+
+def test_a_rerun_judges_what_it_left_kept_first_on_the_real_engine():
+    from localjudge import Judge
+
+    context = ["The library lends books for three weeks. Late returns cost 20 cents a day."]
+    claims = ("Books are lent for three weeks.", "Late returns are free.", "It lends films.")
+    claims += ("Late returns cost 20 cents a day.",)
+    parts = [claim_verdict_prompt(context, c) for c in claims]
+    # two slots, two kept prompts: the last two claims stay kept after round 1; in their
+    # turn, the first two would have evicted them on finishing
+    with Judge.load(slots=2, n_ctx=4096, prompt_cache_mib=0, keep_prompts=2) as judge:
+        first, second, before, after = two_rounds(judge, parts)
+        assert after.num_kept_prompts_used - before.num_kept_prompts_used == 2
+        assert [r.counts.prompt_evaluated for r in second[2:]] == [0, 0]
+        assert all(r.counts.prompt_evaluated > 0 for r in second[:2])
+        assert_scheduler_idle(judge.scheduler)
+    assert [r.value["verdict"] for r in second] == [r.value["verdict"] for r in first]
