@@ -28,7 +28,8 @@ Order of work inside a step, within `token_budget` tokens:
    the last one only;
 2. prefill chunks of prefix groups (no logits);
 3. prompt chunks of admitted sequences whose prefix is ready (copied in first), logits on
-   the prompt's last token.
+   the prompt's last token; a sequence whose whole prompt is kept carries no token, its
+   first token is chosen from the logits kept with that prompt.
 """
 
 from __future__ import annotations
@@ -302,11 +303,15 @@ class Scheduler:
         nothing, and by their turn the requests ahead of them may have evicted their kept
         prompts (a re-run over many contexts finds the last ones it judged still kept, and
         judges them first). At most `max_num_seqs` requests pass the same head request."""
-        if not self.waiting or not any(g.kept for g in self.groups.values()):
+        if not self.waiting or not self._free_seq_ids:  # most steps: every slot is busy
             return
         if self.waiting[0] is not self._head:
             self._head, self._num_jumped = self.waiting[0], 0
+        if self._num_jumped >= self.max_num_seqs:
+            return
         kept = {g.key_hash: g for g in self.groups.values() if g.kept}
+        if not kept:
+            return
         found = []
         for depth, seq in enumerate(self.waiting):
             if depth >= KEPT_LOOKAHEAD or len(found) >= len(self._free_seq_ids):
@@ -361,7 +366,7 @@ class Scheduler:
         if not self.max_kept_prompts or seq.prompt_logits is None:
             return False
         parent = seq.group
-        key = (parent.key if parent is not None else ()) + tuple(seq.prompt_tokens)
+        key = seq.item.kept_key  # its prefix group's tokens and its own: the whole prompt
         if key in self.groups:
             return False
         if not self._free_kept_ids and not self._evict_idle_group(set(), kept_only=True):
