@@ -295,3 +295,30 @@ def test_a_rerun_judges_what_it_left_kept_first_on_the_real_engine():
         assert all(r.counts.prompt_evaluated > 0 for r in second[:2])
         assert_scheduler_idle(judge.scheduler)
     assert [r.value["verdict"] for r in second] == [r.value["verdict"] for r in first]
+
+
+def test_kept_prompts_leaving_the_kv_cache_come_back_from_host_memory_on_the_real_engine():
+    from localjudge import Judge
+
+    contexts = [
+        ["The bakery opens at 6 and sells rye bread until noon. Its oven dates from 1921."],
+        ["The river ferry carries twelve cars. It stops running when the river freezes."],
+    ]
+    claims = ("It opens at 6.", "It sells cake.")
+    parts = [claim_verdict_prompt(c, claim) for c in contexts for claim in claims]
+    # one slot, one kept prompt, one prefix group: every claim's own cells leave the KV
+    # cache for host memory in round 1 (the last one in round 2), and every context too
+    with Judge.load(
+        slots=1, max_prefixes=1, n_ctx=4096, prompt_cache_mib=64, keep_prompts=1
+    ) as judge:
+        first, second, before, after = two_rounds(judge, parts)
+        # round 2 evaluates nothing: the last claim's prompt was still kept, the others'
+        # own cells and their contexts came back from host memory
+        assert after.num_prompt_tokens - before.num_prompt_tokens == 0
+        assert all(r.counts.prompt_evaluated == 0 for r in second)
+        assert after.num_kept_prompts_used - before.num_kept_prompts_used == 1
+        assert after.num_kept_prompts_restored - before.num_kept_prompts_restored == 3
+        assert_scheduler_idle(judge.scheduler)
+    # the same cells, restored bit for bit; in other places of the KV buffer, so attention
+    # sums them in another order (as after any restore)
+    assert_same_verdicts(first, second)

@@ -755,6 +755,65 @@ def test_kept_prompts_give_way_when_cells_are_needed(fake_vocabulary, grammar):
     runtime.close()
 
 
+def test_kept_prompts_leaving_the_kv_cache_come_back_from_host_memory(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary,
+        max_num_seqs=2,
+        max_num_prefixes=2,
+        max_kept_prompts=2,
+        prompt_cache_bytes=1 << 20,
+    )
+    first = run_round(scheduler, runtime, engine, item_requests(grammar, range(3)))
+    evaluated = scheduler.stats.num_prompt_tokens
+    plans_before = len(engine.plans)
+    second = run_round(scheduler, runtime, engine, item_requests(grammar, range(3)))
+    assert [r.value for r in second] == [r.value for r in first]
+    # nothing evaluated: two claims were still kept; the other four got their own cells
+    # back from host memory, behind their context (restored too, or still alive)
+    assert scheduler.stats.num_prompt_tokens == evaluated
+    assert all(r.counts.prompt_evaluated == 0 for r in second)
+    assert scheduler.stats.num_kept_prompts_used == 2
+    assert scheduler.stats.num_kept_prompts_restored == 4
+    items = [runtime.tokenize_request(r) for r in item_requests(grammar, range(3))]
+    own = {len(i.prefix_tokens): len(i.prompt_tokens) for i in items}
+    # the fake's saved states begin with their first position: a tail starts after its prefix
+    starts = [
+        (int.from_bytes(r.data[:4], "little"), len(r.data) // 4 - 1)
+        for plan in engine.plans[plans_before:]
+        for r in plan.restores
+    ]
+    tails = [(start, size) for start, size in starts if start > 0]
+    assert len(tails) == 4
+    assert all(size == own[start] for start, size in tails)  # its own cells, not its prefix's
+    check_kept_groups(engine, scheduler)
+    runtime.close()
+
+
+def test_saved_logits_serve_only_requests_whose_first_choice_they_hold(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_seqs=1, max_kept_prompts=1, prompt_cache_bytes=1 << 20
+    )
+    prefix, suffix = (RULES, report(0)), "Claim: c0 sky\n>"
+
+    def judged(request):
+        (result,) = runtime.run([request, claim_request(grammar, "c9 sky", prefix=prefix)])[:1]
+        return result  # the second request evicts the first one's kept prompt
+
+    claim = judged(GenerationRequest(prefix=prefix, suffix=suffix, grammar=grammar))
+    assert claim.counts.prompt_evaluated > 0
+    # the same prompt as free text: the saved logits hold only what the schema's first
+    # choice reads, not the whole row free text chooses from, so it is evaluated again
+    text = judged(GenerationRequest(prefix=prefix, suffix=suffix, grammar=None, max_tokens=60))
+    assert text.counts.prompt_evaluated > 0 and json.loads(text.value) == claim.value
+    assert scheduler.stats.num_kept_prompts_restored == 0
+    # its whole row replaced the saved one, and serves the schema too
+    again = judged(GenerationRequest(prefix=prefix, suffix=suffix, grammar=grammar))
+    assert again.counts.prompt_evaluated == 0 and again.value == claim.value
+    assert scheduler.stats.num_kept_prompts_restored == 1
+    check_kept_groups(engine, scheduler)
+    runtime.close()
+
+
 def test_engine_failure_with_kept_prompts_starts_every_pool_afresh(fake_vocabulary, grammar):
     engine, scheduler, runtime = make_runtime(fake_vocabulary, max_kept_prompts=4)
     runtime.run([claim_request(grammar, f"c{i} sky") for i in range(4)])

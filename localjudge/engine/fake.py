@@ -137,24 +137,30 @@ class FakeEngine:
         if self.step_seconds:
             time.sleep(self.step_seconds)
         self.plans.append(plan)
-        # a saved state: the sequence's cells as int32 ids (llama.cpp writes KV rows instead)
-        states = {
-            seq_id: bytearray(np.asarray(self.kv.get(seq_id, []), dtype=np.int32).tobytes())
-            for seq_id in plan.saves
-        }
+        # a saved state: the first position, then the cells as int32 ids (llama.cpp writes
+        # positions and KV rows instead)
+        states = {}
+        for save in plan.saves:
+            cells = self.kv.get(save.seq_id, [])[save.p0 : save.p1]
+            if None in cells:
+                raise GenerationError(f"seq {save.seq_id}: saving positions it does not hold")
+            states[save.seq_id] = bytearray(np.asarray([save.p0, *cells], dtype=np.int32).tobytes())
         for seq_id in plan.removals:
             self.kv.pop(seq_id, None)
         for trim in plan.trims:
             del self.kv.get(trim.seq_id, [])[trim.pos :]
-        for restore in plan.restores:
-            self.kv[restore.seq_id] = np.frombuffer(bytes(restore.data), dtype=np.int32).tolist()
-        for copy in plan.copies:
+        for restore in plan.restores:  # replaces the sequence; positions before p0 are holes
+            start, *cells = np.frombuffer(bytes(restore.data), dtype=np.int32).tolist()
+            self.kv[restore.seq_id] = [None] * start + cells
+        for copy in plan.copies:  # shares cells: the destination's other positions stay
             source = self.kv.get(copy.src, [])
-            if len(source) < copy.p1:
+            if len(source) < copy.p1 or None in source[copy.p0 : copy.p1]:
                 raise GenerationError(
-                    f"copy of positions {copy.p0}..{copy.p1} from a sequence of {len(source)}"
+                    f"copy of positions {copy.p0}..{copy.p1} from a sequence that lacks some"
                 )
-            self.kv[copy.dst] = list(source[copy.p0 : copy.p1])
+            cells = self.kv.setdefault(copy.dst, [])
+            cells.extend([None] * (copy.p1 - len(cells)))
+            cells[copy.p0 : copy.p1] = source[copy.p0 : copy.p1]
         rows = []
         for item in plan.tokens:
             cells = self.kv.setdefault(item.seq_id, [])
@@ -164,6 +170,8 @@ class FakeEngine:
                 )
             cells.append(item.token)
             if item.logits:
+                if None in cells:  # attention would read positions that were never written
+                    raise GenerationError(f"seq {item.seq_id}: decoding over missing positions")
                 rows.append(self._logits(cells))
         logits = np.array(rows, dtype=np.float32).reshape(len(rows), self.n_vocab)
         if self.shape_noise:

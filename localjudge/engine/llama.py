@@ -359,7 +359,12 @@ class LlamaEngine:
         """Run one step: state saves, removals, trims, state restores, prefix copies, then
         one `llama_decode` of `plan.tokens`."""
         with self._use(), self._decode_lock:
-            states = {seq_id: self._save_state(seq_id) for seq_id in plan.saves}
+            states = {}
+            for save in plan.saves:  # the sequence is removed below: its cells may be cut
+                if save.p0 > 0:
+                    llama_cpp.llama_memory_seq_rm(self._memory, save.seq_id, 0, save.p0)
+                llama_cpp.llama_memory_seq_rm(self._memory, save.seq_id, save.p1, -1)
+                states[save.seq_id] = self._save_state(save.seq_id)
             for seq_id in plan.removals:
                 llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
             for trim in plan.trims:

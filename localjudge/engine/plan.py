@@ -40,9 +40,23 @@ class SeqTrim:
 
 
 @dataclass(frozen=True)
+class SeqSave:
+    """Serialise the KV cells of positions [p0, p1) of `seq_id` (`StepOutput.states`).
+
+    The cells outside that range are dropped from the sequence first: a save is always
+    followed by the sequence's removal in the same step, and a kept prompt saves only the
+    cells its prefix group does not hold (restored later behind a copy of that prefix)."""
+
+    seq_id: int
+    p0: int
+    p1: int
+
+
+@dataclass(frozen=True)
 class SeqRestore:
     """Write a sequence's saved state (`StepOutput.states`) back into `seq_id`, which it
-    replaces: the KV cells of the same positions, bit-exact, without compute."""
+    replaces: the KV cells of the same positions, bit-exact, without compute. Copies into
+    `seq_id` afterwards add cells at other positions (a saved tail gets its prefix back)."""
 
     seq_id: int
     data: bytearray
@@ -58,7 +72,7 @@ class StepPlan:
     `logits` is True.
     """
 
-    saves: list[int] = field(default_factory=list)  # seq ids whose state the output returns
+    saves: list[SeqSave] = field(default_factory=list)  # cells whose state the output returns
     removals: list[int] = field(default_factory=list)  # seq ids whose cells are dropped
     trims: list[SeqTrim] = field(default_factory=list)  # sequences cut short, cells kept before
     restores: list[SeqRestore] = field(default_factory=list)  # saved states put back

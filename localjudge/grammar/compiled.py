@@ -8,6 +8,7 @@ closing, and whether exactly one token is allowed (jump-forward without logits).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -63,6 +64,14 @@ class CompiledGrammar:
 
     def is_final(self, state: int) -> bool:
         return state in self.final_states
+
+    @functools.cached_property
+    def first_ids(self) -> np.ndarray:
+        """The tokens whose logits the first choice can read (allowed or closing in the
+        initial state): all a kept prompt's saved logits need to hold."""
+        state = self.initial_state
+        empty = np.empty(0, dtype=np.int64)
+        return np.union1d(self.allowed.get(state, empty), self.closing.get(state, empty))
 
     def forced_token(self, state: int) -> int | None:
         """The only token allowed in `state`, if exactly one is (jump-forward).

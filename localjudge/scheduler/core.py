@@ -45,6 +45,7 @@ from localjudge.engine.plan import (
     BatchToken,
     SeqCopy,
     SeqRestore,
+    SeqSave,
     SeqTrim,
     StepOutput,
     StepPlan,
@@ -52,7 +53,7 @@ from localjudge.engine.plan import (
 from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled
 from localjudge.grammar.vocabulary import TokenVocabulary
 from localjudge.scheduler.choice import TokenChooser
-from localjudge.scheduler.prompt_cache import PromptCache
+from localjudge.scheduler.prompt_cache import KeptPrompt, PromptCache, kept_key
 from localjudge.scheduler.state import (
     Finished,
     PrefixGroup,
@@ -137,7 +138,8 @@ class Scheduler:
         self._pending_copies: list[SeqCopy] = []  # group splits made at admission, copied first
         # host-memory tier for named prefixes leaving the KV cache (None: off)
         self.prompt_cache = PromptCache(prompt_cache_bytes) if prompt_cache_bytes > 0 else None
-        self._saves: list[tuple[int, tuple[int, ...]]] = []  # (seq id, prefix) to save first
+        # states to save first: (cells, prompt cache key, the kept prompt they belong to)
+        self._saves: list[tuple[SeqSave, tuple[int, ...], KeptPrompt | None]] = []
         self._restores: list[SeqRestore] = []  # saved prefixes put back at admission
         self._tick = 0
         # the request at the queue's head, and how many requests were admitted before it
@@ -297,6 +299,7 @@ class Scheduler:
                 seq.group = parent
                 seq.kv_len = len(parent.key)
             self._start(seq, now, needed)
+            self._restore_kept(seq)
 
     def _admit_kept_first(self, now: float) -> None:
         """Admit queued requests whose whole prompt is kept before their turn: they evaluate
@@ -381,6 +384,7 @@ class Scheduler:
             auto=True,  # kept after its last user, never saved to host memory
             kept=True,
             logits=seq.prompt_logits,
+            logit_ids=seq.grammar.first_ids if seq.grammar is not None else None,
         )
         self.groups[key] = group
         self.stats.num_prompts_kept += 1
@@ -397,7 +401,9 @@ class Scheduler:
     def _saving(self, keys) -> bool:
         """Whether this step's saves hold a prefix among `keys` (its state is not in the
         prompt cache until the step has run)."""
-        return bool(self._saves) and any(key == saved for _, saved in self._saves for key in keys)
+        return bool(self._saves) and any(
+            key == saved for _, saved, _ in self._saves for key in keys
+        )
 
     def _levels(self, keys) -> tuple[int, int | None]:
         """The first prefix level a request uses, and whether that level is restored from
@@ -425,6 +431,26 @@ class Scheduler:
         group.num_evaluated = len(group.key)
         self.stats.num_states_restored += 1
         self.stats.num_tokens_restored += len(group.key)
+
+    def _restore_kept(self, seq: Sequence) -> None:
+        """If the prompt cache holds this request's own cells, kept from an earlier identical
+        request, plan their restore into its sequence (its prefix is copied in behind them):
+        it evaluates nothing and chooses its first token from the logits saved with them."""
+        if self.prompt_cache is None or not self.max_kept_prompts:
+            return
+        saved = self.prompt_cache.get(kept_key(seq.item.kept_key))
+        if (
+            not isinstance(saved, KeptPrompt)
+            or saved.prefix_len != seq.kv_len
+            or not saved.covers(seq.grammar.first_ids if seq.grammar is not None else None)
+        ):
+            return
+        self._restores.append(SeqRestore(seq.seq_id, saved.state))
+        seq.num_prompt_done = len(seq.prompt_tokens)
+        seq.kv_len += len(seq.prompt_tokens)
+        seq.prompt_logits = saved.logits(self.vocabulary.n_vocab)
+        self.stats.num_kept_prompts_restored += 1
+        self.stats.num_tokens_restored += len(seq.prompt_tokens)
 
     def _start(self, seq: Sequence, now: float, cells: int) -> None:
         seq.seq_id = self._free_seq_ids.pop(0)
@@ -554,14 +580,16 @@ class Scheduler:
         return sum(1 for g in self.groups.values() if g.num_refs == 0 and g.ready)
 
     def _drop_group(self, group: PrefixGroup) -> None:
-        if (
-            self.prompt_cache is not None
-            and group.ready
-            and not group.auto
-            and len(group.key) >= MIN_SAVED_TOKENS
-            and group.key not in self.prompt_cache
-        ):  # save its cells before they go (the step saves before it removes)
-            self._saves.append((group.seq_id, group.key))
+        if self.prompt_cache is not None and group.ready:
+            # save its cells before they go (the step saves before it removes)
+            if group.kept:
+                self._save_kept(group)
+            elif (
+                not group.auto
+                and len(group.key) >= MIN_SAVED_TOKENS
+                and group.key not in self.prompt_cache
+            ):
+                self._saves.append((SeqSave(group.seq_id, 0, len(group.key)), group.key, None))
         self._restores = [r for r in self._restores if r.seq_id != group.seq_id]
         del self.groups[group.key]
         self._removals.append(group.seq_id)
@@ -571,6 +599,24 @@ class Scheduler:
         self.num_reserved_cells -= group.own_cells
         if group.parent is not None:
             group.parent.num_refs -= 1
+
+    def _save_kept(self, group: PrefixGroup) -> None:
+        """Plan the save of a kept prompt leaving the KV cache: its own cells (its prefix
+        group's are saved, or evaluated again, as that group's) and the logits its first
+        token is chosen from. Only where a later identical request finds it: behind a named
+        prefix, or with none while requests are not matched against each other."""
+        parent = group.parent
+        if (parent is not None and parent.auto) or (parent is None and self.auto_prefix):
+            return
+        key = kept_key(group.key)
+        saved = self.prompt_cache.get(key)
+        if isinstance(saved, KeptPrompt) and saved.covers(group.logit_ids):
+            return  # saved already (by an earlier identical request)
+        start = len(parent.key) if parent is not None else 0
+        ids = group.logit_ids
+        values = group.logits if ids is None else group.logits[ids]
+        kept = KeptPrompt(state=bytearray(), prefix_len=start, ids=ids, values=values)
+        self._saves.append((SeqSave(group.seq_id, start, len(group.key)), key, kept))
 
     def _release(self, seq: Sequence, *, keep_prompt: bool = False) -> None:
         """Give back a sequence's id and cells; drop its prefix group when unused.
@@ -614,13 +660,17 @@ class Scheduler:
         now = time.perf_counter()
         self._admit(now)
         plan = StepPlan(
-            saves=[seq_id for seq_id, _ in self._saves],
+            saves=[save for save, _, _ in self._saves],
             removals=self._removals,
             trims=self._trims,
             restores=self._restores,
             copies=self._pending_copies,
         )
-        step = ScheduledStep(plan=plan, rows=[], saved_keys=dict(self._saves))
+        step = ScheduledStep(
+            plan=plan,
+            rows=[],
+            saved_keys={save.seq_id: (key, kept) for save, key, kept in self._saves},
+        )
         self._saves, self._removals, self._restores, self._pending_copies = [], [], [], []
         self._trims = []
         budget = self.token_budget
@@ -679,7 +729,7 @@ class Scheduler:
                 seq.copied = True
                 seq.counts.prefix_reused = len(seq.group.key) - seq.prefix_paid
             prompt = seq.prompt_tokens
-            if not prompt:  # a kept prompt: its cells are copied, its logits kept
+            if seq.num_prompt_done >= len(prompt):  # a kept prompt: in cells, with its logits
                 step.given.append(seq)
                 continue
             chunk = prompt[seq.num_prompt_done : seq.num_prompt_done + budget]
@@ -712,9 +762,11 @@ class Scheduler:
         stats = self.stats
         stats.num_steps += 1
         for seq_id, data in output.states.items():
-            key = step.saved_keys.get(seq_id)
+            key, kept = step.saved_keys.get(seq_id, (None, None))
             if key is not None and self.prompt_cache is not None:
-                self.prompt_cache.put(key, data)
+                if kept is not None:
+                    kept.state = data
+                self.prompt_cache.put(key, data if kept is None else kept)
                 stats.num_states_saved += 1
         stats.num_prompt_tokens += step.num_prompt_tokens
         stats.decode_seconds += output.seconds

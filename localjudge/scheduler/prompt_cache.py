@@ -6,12 +6,52 @@ keyed by the prefix's tokens. A later request with the same prefix gets the cell
 copying those bytes in (`llama_state_seq_set_data`) instead of evaluating the prompt again:
 what llama-server's prompt cache does for a re-sent prompt. Bounded by bytes, least recently
 used first out.
+
+A finished request's kept prompt (its own cells, behind its prefix group's) that leaves the
+KV cache is saved here too, with the logits its first token is chosen from: the same request
+sent again restores its prefix, then its own cells, and evaluates nothing.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class KeptPrompt:
+    """A kept prompt's cells after its prefix (`prefix_len` tokens) and the logits at its
+    last token: the entries `ids` (None: the whole row), every other logit -inf. For a
+    grammar, `ids` are the tokens its first choice can read (allowed or closing in the
+    initial state), so the restored row chooses exactly as the full one did."""
+
+    state: bytearray
+    prefix_len: int
+    ids: np.ndarray | None
+    values: np.ndarray
+
+    def __len__(self) -> int:  # bytes held, for the cache's budget
+        return len(self.state) + self.values.nbytes + (0 if self.ids is None else self.ids.nbytes)
+
+    def covers(self, ids: np.ndarray | None) -> bool:
+        """Whether the saved logits hold every entry of `ids` (None: the whole row)."""
+        if self.ids is None:
+            return True
+        return ids is not None and bool(np.isin(ids, self.ids, assume_unique=True).all())
+
+    def logits(self, n_vocab: int) -> np.ndarray:
+        if self.ids is None:
+            return self.values
+        row = np.full(n_vocab, -np.inf, dtype=np.float32)
+        row[self.ids] = self.values
+        return row
+
+
+def kept_key(prompt: tuple[int, ...]) -> tuple[int, ...]:
+    """Where a kept prompt is saved: apart from every prefix key (no token id is negative)."""
+    return (-1, *prompt)
 
 
 @dataclass
@@ -24,14 +64,15 @@ class PromptCacheStats:
 
 
 class PromptCache:
-    """Prefix token tuple -> saved sequence state, within `max_bytes`."""
+    """Prefix token tuple -> saved sequence state (or `kept_key(prompt)` -> `KeptPrompt`),
+    within `max_bytes`."""
 
     def __init__(self, max_bytes: int) -> None:
         if max_bytes < 0:
             raise ValueError(f"a prompt cache of {max_bytes} bytes")
         self.max_bytes = max_bytes
         self.num_bytes = 0
-        self._states: OrderedDict[tuple[int, ...], bytearray] = OrderedDict()
+        self._states: OrderedDict[tuple[int, ...], bytearray | KeptPrompt] = OrderedDict()
         self.stats = PromptCacheStats()
 
     def __len__(self) -> int:
@@ -40,14 +81,14 @@ class PromptCache:
     def __contains__(self, key: tuple[int, ...]) -> bool:
         return key in self._states
 
-    def get(self, key: tuple[int, ...]) -> bytearray | None:
+    def get(self, key: tuple[int, ...]) -> bytearray | KeptPrompt | None:
         """The state saved for exactly these prefix tokens (now the most recently used)."""
         data = self._states.get(key)
         if data is not None:
             self._states.move_to_end(key)
         return data
 
-    def put(self, key: tuple[int, ...], data: bytearray) -> None:
+    def put(self, key: tuple[int, ...], data: bytearray | KeptPrompt) -> None:
         if key in self._states:
             self.num_bytes -= len(self._states.pop(key))
         if len(data) > self.max_bytes:

@@ -14,6 +14,7 @@ import outlines_core
 
 from localjudge.engine.plan import StepPlan
 from localjudge.grammar.compiled import CompiledGrammar
+from localjudge.scheduler.prompt_cache import KeptPrompt
 from localjudge.scheduler.request import (
     ChoicePoint,
     GenerationRequest,
@@ -85,6 +86,8 @@ class PrefixGroup:
     kept: bool = False  # a finished request's prompt, kept in a sequence id of its own pool
     # a kept prompt's logits at its last token: the same request again evaluates nothing
     logits: np.ndarray | None = None
+    # the entries of `logits` its grammar's first choice reads (None: free text, all of them)
+    logit_ids: np.ndarray | None = None
 
     @property
     def ready(self) -> bool:
@@ -170,4 +173,6 @@ class ScheduledStep:
     given: list[Sequence] = field(default_factory=list)  # kept prompts' logits, not the engine's
     num_prompt_tokens: int = 0  # prompt and prefix tokens in this step
     num_output_tokens: int = 0  # previously chosen output tokens fed in this step
-    saved_keys: dict[int, tuple[int, ...]] = field(default_factory=dict)  # save seq id -> prefix
+    # save's seq id -> the prompt cache key, and the kept prompt the state belongs to (None:
+    # a prefix's state)
+    saved_keys: dict[int, tuple[tuple[int, ...], KeptPrompt | None]] = field(default_factory=dict)

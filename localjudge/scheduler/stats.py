@@ -20,11 +20,12 @@ class SchedulerStats:
     generation_seconds: float = 0.0  # engine time of those steps
     prefill_steps: int = 0  # steps that carried prompt tokens (maybe output tokens too)
     prefill_seconds: float = 0.0  # engine time of those steps
-    num_states_saved: int = 0  # prefix states stored in the prompt cache (host memory)
+    num_states_saved: int = 0  # states stored in the prompt cache (prefixes, kept prompts)
     num_states_restored: int = 0  # prefix states put back from it instead of a prefill
     num_tokens_restored: int = 0  # prompt tokens those restores spared
     num_prompts_kept: int = 0  # finished requests' prompts kept in the KV cache
     num_kept_prompts_used: int = 0  # requests that started from a kept prompt (one token left)
+    num_kept_prompts_restored: int = 0  # requests whose own cells came back from host memory
 
     @property
     def prefill_tokens_per_s(self) -> float:
