@@ -246,13 +246,16 @@ def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
         cache = judge.scheduler.prompt_cache
         request = judge.prompt_request(parts[0], "hallucination_verdict", 40)
         prefix = sum(len(judge.tokenize(s)) for s in request.prefix_segments)
+        own = len(judge.tokenize(request.prefix_segments[-1]))
         assert cache.num_bytes > 0 and len(cache) >= 1
     assert cache.num_bytes == 0  # closing the judge gave the host memory back
-    # the instructions and context were saved after round 1, restored in round 2
+    # the instructions were saved after round 1 and restored in round 2; the context's own
+    # cells (a short one) are not worth saving and were evaluated again behind them
+    assert own < 64
     assert after.num_states_restored - before.num_states_restored == 1
-    assert after.num_tokens_restored - before.num_tokens_restored >= prefix - 2
+    assert after.num_tokens_restored - before.num_tokens_restored >= prefix - own - 2
     evaluated = after.num_prompt_tokens - before.num_prompt_tokens
-    assert evaluated == sum(r.counts.prompt_evaluated for r in second) < 60
+    assert evaluated == sum(r.counts.prompt_evaluated for r in second) < 60 + own
     assert_same_verdicts(first, second)  # the same cells, restored bit for bit
 
 
@@ -321,4 +324,51 @@ def test_kept_prompts_leaving_the_kv_cache_come_back_from_host_memory_on_the_rea
         assert_scheduler_idle(judge.scheduler)
     # the same cells, restored bit for bit; in other places of the KV buffer, so attention
     # sums them in another order (as after any restore)
+    assert_same_verdicts(first, second)
+
+
+def test_restored_contexts_share_the_instructions_on_the_real_engine():
+    from localjudge import Judge
+    from localjudge.scheduler.prompt_cache import SavedCells
+
+    contexts = [
+        [
+            f"Report {n}. The {place} station recorded {n + 11} millimetres of rain in March, "
+            f"{n + 3} frost days and a highest temperature of {n + 14} degrees. Its instruments "
+            "were checked in April by the regional office, which found them accurate, and the "
+            "station will stay open for at least ten more years under the current plan."
+        ]
+        for n, place in ((1, "hill"), (2, "harbour"))
+    ]
+    claims = ("It recorded rain in March.", "The station will close next year.")
+    parts = [claim_verdict_prompt(c, claim) for c in contexts for claim in claims]
+    # one slot, two prefix ids (the instructions and one context): each context leaves the
+    # KV cache for the next, saved as its own cells behind the instructions
+    with Judge.load(
+        slots=1, max_prefixes=2, n_ctx=4096, prompt_cache_mib=64, keep_prompts=0
+    ) as judge:
+        first, second, before, after = two_rounds(judge, parts)
+        request = judge.prompt_request(parts[0], "hallucination_verdict", 40)
+        head = len(judge.tokenize(request.prefix_segments[0]))
+        own = [
+            len(
+                judge.tokenize(
+                    "".join(judge.prompt_request(p, "hallucination_verdict", 40).prefix_segments)
+                )
+            )
+            - head
+            for p in parts[::2]
+        ]
+        assert min(own) >= 64  # long enough to be saved
+        saved = [judge.scheduler.prompt_cache.peek(k) for k in judge.scheduler.prompt_cache._states]
+        contexts_saved = [s for s in saved if isinstance(s, SavedCells) and s.prefix_len > 0]
+        assert contexts_saved and all(s.prefix_len == head for s in contexts_saved)
+        restored = after.num_tokens_restored - before.num_tokens_restored
+        # the instructions once (nothing kept them after round 1), then each context's own
+        # cells, not the instructions again
+        assert after.num_states_restored - before.num_states_restored == 3
+        assert abs(restored - head - sum(own)) <= 2
+        evaluated = after.num_prompt_tokens - before.num_prompt_tokens
+        assert evaluated == sum(r.counts.prompt_evaluated for r in second) < 4 * 20
+        assert_scheduler_idle(judge.scheduler)
     assert_same_verdicts(first, second)

@@ -542,16 +542,53 @@ def test_saved_prefixes_are_restored_instead_of_evaluated_again(fake_vocabulary,
     second = run_round(scheduler, runtime, engine, item_requests(grammar, range(3)))
     assert [r.value for r in second] == [r.value for r in first]
     restores = [r for plan in engine.plans[plans_before:] for r in plan.restores]
-    assert len(restores) == 3 and scheduler.stats.num_states_restored == 3
+    # the rules once, then each report's own cells, with the rules' cells copied in behind
+    assert len(restores) == 4 and scheduler.stats.num_states_restored == 4
     # the second round evaluated each claim's own tokens and nothing else
     items = [runtime.tokenize_request(r) for r in item_requests(grammar, range(3))]
     assert [r.counts.prompt_evaluated for r in second] == [len(i.prompt_tokens) for i in items]
     assert scheduler.stats.num_prompt_tokens - evaluated == sum(len(i.prompt_tokens) for i in items)
-    assert scheduler.stats.num_tokens_restored == sum(len(i.level_keys[-1]) for i in items[::2])
+    assert scheduler.stats.num_tokens_restored == sum(len(i.level_keys[-1]) for i in items[::2]) - (
+        2 * len(items[0].level_keys[0])  # each item's share of the rules, restored once
+    )
+    rules = len(items[0].level_keys[0])
+    sizes = sorted(len(r.data) // 4 - 1 for r in restores)  # fake states: start, then cells
+    assert sizes == [rules] + sorted(len(i.prefix_tokens) - rules for i in items[::2])
     assert all(
         r.counts.prefix_reused == len(i.prefix_tokens) for r, i in zip(second, items, strict=True)
     )
     assert engine.kv == {} and scheduler.num_reserved_cells == 0
+
+
+def test_a_saved_context_waits_for_instructions_evaluated_again(fake_vocabulary, grammar):
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_prefixes=4, prompt_cache_bytes=1 << 20
+    )
+    rules = "Rules.\n"  # under 64 tokens: evaluated again, not saved
+
+    def requests():
+        return [
+            claim_request(grammar, f"r{i} c{j}", prefix=(rules, report(i)))
+            for i in range(2)
+            for j in range(2)
+        ]
+
+    first = run_round(scheduler, runtime, engine, requests())
+    evaluated = scheduler.stats.num_prompt_tokens
+    plans_before = len(engine.plans)
+    second = run_round(scheduler, runtime, engine, requests())
+    assert [r.value for r in second] == [r.value for r in first]
+    items = [runtime.tokenize_request(r) for r in requests()]
+    head = len(items[0].level_keys[0])
+    # the rules are evaluated again (once per group lifetime), each report's own cells are
+    # restored and get the rules' cells copied in once they are evaluated
+    assert scheduler.stats.num_states_restored == 2
+    own = sum(len(i.prompt_tokens) for i in items)
+    assert head <= scheduler.stats.num_prompt_tokens - evaluated - own <= 2 * head
+    restores = [r for plan in engine.plans[plans_before:] for r in plan.restores]
+    assert all(int.from_bytes(r.data[:4], "little") == head for r in restores)
+    assert_scheduler_idle(scheduler, engine)
+    runtime.close()
 
 
 def test_without_a_prompt_cache_a_second_round_evaluates_everything(fake_vocabulary, grammar):
@@ -597,7 +634,8 @@ def test_admission_waits_for_the_save_of_the_prefix_it_needs(fake_vocabulary, gr
     assert step.plan.saves and not scheduler.running  # saved first, admitted after
     scheduler.update_from_output(step, engine.execute(step.plan))
     step = scheduler.schedule()
-    assert len(step.plan.restores) == 1 and scheduler.running
+    # the rules, and the report's own cells with the rules' copied in behind them
+    assert len(step.plan.restores) == 2 and len(step.plan.copies) >= 2 and scheduler.running
     scheduler.update_from_output(step, engine.execute(step.plan))
     results = drive(scheduler, engine)
     assert all(r.value["verdict"] == "no" for r in results.values())
@@ -716,7 +754,10 @@ def test_requests_admitted_before_their_turn_never_starve_the_head(fake_vocabula
     engine, scheduler, runtime = make_runtime(
         fake_vocabulary, max_num_seqs=1, max_num_prefixes=2, max_kept_prompts=3
     )
-    runtime.run([claim_request(grammar, c) for c in ("a sky", "b sky", "c sky")])
+    # driven by hand, both rounds (a runtime's worker would race this test for the steps)
+    run_round(
+        scheduler, runtime, engine, [claim_request(grammar, c) for c in ("a sky", "b sky", "c sky")]
+    )
     requests = [claim_request(grammar, c) for c in ("x sky", "a sky", "b sky", "c sky")]
     for request in requests:
         scheduler.add(runtime.tokenize_request(request))
@@ -782,7 +823,8 @@ def test_kept_prompts_leaving_the_kv_cache_come_back_from_host_memory(fake_vocab
         for plan in engine.plans[plans_before:]
         for r in plan.restores
     ]
-    tails = [(start, size) for start, size in starts if start > 0]
+    rules = len(items[0].level_keys[0])
+    tails = [(start, size) for start, size in starts if start > rules]  # after a report
     assert len(tails) == 4
     assert all(size == own[start] for start, size in tails)  # its own cells, not its prefix's
     check_kept_groups(engine, scheduler)
@@ -816,7 +858,7 @@ def test_saved_logits_serve_only_requests_whose_first_choice_they_hold(fake_voca
 
 def test_engine_failure_with_kept_prompts_starts_every_pool_afresh(fake_vocabulary, grammar):
     engine, scheduler, runtime = make_runtime(fake_vocabulary, max_kept_prompts=4)
-    runtime.run([claim_request(grammar, f"c{i} sky") for i in range(4)])
+    run_round(scheduler, runtime, engine, [claim_request(grammar, f"c{i} sky") for i in range(4)])
     assert any(g.kept for g in scheduler.groups.values())
     for request in [claim_request(grammar, f"c{i} moon") for i in range(2)]:
         scheduler.add(runtime.tokenize_request(request))

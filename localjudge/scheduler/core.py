@@ -21,7 +21,10 @@ With a prompt cache (`prompt_cache_bytes`), a named prefix group that leaves the
 saved to host memory first (its cells as llama.cpp serialises them), and a later request
 whose prefix is saved there gets the cells back by a restore instead of a prefill; the
 deepest saved level is restored as a group of its own, and the levels below it are evaluated
-as usual.
+as usual. A kept prompt (a finished request's whole prompt, kept for the same request sent
+again) that leaves the KV cache is saved too: its own cells after its prefix, with the
+logits its grammar's first choice reads. The same request sent again gets them back behind
+its prefix (alive, restored or evaluated) and evaluates nothing of its own.
 
 Order of work inside a step, within `token_budget` tokens:
 1. running sequences: the token sampled last step plus any jump-forward tokens, logits on
@@ -53,7 +56,7 @@ from localjudge.engine.plan import (
 from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled
 from localjudge.grammar.vocabulary import TokenVocabulary
 from localjudge.scheduler.choice import TokenChooser
-from localjudge.scheduler.prompt_cache import KeptPrompt, PromptCache, kept_key
+from localjudge.scheduler.prompt_cache import KeptPrompt, PromptCache, SavedCells, kept_key
 from localjudge.scheduler.state import (
     Finished,
     PrefixGroup,
@@ -138,8 +141,8 @@ class Scheduler:
         self._pending_copies: list[SeqCopy] = []  # group splits made at admission, copied first
         # host-memory tier for named prefixes leaving the KV cache (None: off)
         self.prompt_cache = PromptCache(prompt_cache_bytes) if prompt_cache_bytes > 0 else None
-        # states to save first: (cells, prompt cache key, the kept prompt they belong to)
-        self._saves: list[tuple[SeqSave, tuple[int, ...], KeptPrompt | None]] = []
+        # states to save first: (cells, prompt cache key, the entry their bytes complete)
+        self._saves: list[tuple[SeqSave, tuple[int, ...], SavedCells]] = []
         self._restores: list[SeqRestore] = []  # saved prefixes put back at admission
         self._tick = 0
         # the request at the queue's head, and how many requests were admitted before it
@@ -283,13 +286,13 @@ class Scheduler:
             self._unawait(seq.item.level_keys)
             parent = None
             self._tick += 1
-            for key in keys:
+            for level, key in enumerate(keys, start):
                 group = self.groups.get(key)
                 if group is None:
                     group = PrefixGroup(key=key, seq_id=self._free_prefix_ids.pop(0), parent=parent)
                     if parent is not None:
                         parent.num_refs += 1
-                    elif restored is not None:  # the saved cells come back, no prefill
+                    if level in restored:  # the saved cells come back, no prefill
                         self._restore(group)
                     self.groups[key] = group
                 group.last_used = self._tick
@@ -381,7 +384,7 @@ class Scheduler:
             copied=True,
             num_evaluated=len(key),
             last_used=self._tick,
-            auto=True,  # kept after its last user, never saved to host memory
+            auto=True,  # kept after its last user; saved as a kept prompt, not a prefix
             kept=True,
             logits=seq.prompt_logits,
             logit_ids=seq.grammar.first_ids if seq.grammar is not None else None,
@@ -405,32 +408,42 @@ class Scheduler:
             key == saved for _, saved, _ in self._saves for key in keys
         )
 
-    def _levels(self, keys) -> tuple[int, int | None]:
-        """The first prefix level a request uses, and whether that level is restored from
-        the prompt cache: the deepest level saved there if it is deeper than every level
-        alive in the KV cache; else the deepest live level with the live levels above it
-        (a restored group holds its ancestors' cells itself, so they need not be alive)."""
+    def _levels(self, keys) -> tuple[int, set[int]]:
+        """The first prefix level a request uses, and the levels restored from the prompt
+        cache. Below the deepest level alive in the KV cache, a level is restored if its
+        cells are saved there: on their own (the level holds its ancestors' cells itself,
+        so the request starts from it) or behind exactly the level above it (whose cells are
+        copied in once that level is alive, restored or evaluated). Without a level saved on
+        its own, the request starts from the deepest live level with the live levels above it."""
         live = max((i for i, key in enumerate(keys) if key in self.groups), default=-1)
+        restored: set[int] = set()
         if self.prompt_cache is not None:
             for level in range(len(keys) - 1, live, -1):
-                if keys[level] in self.prompt_cache:
-                    return level, level
+                saved = self.prompt_cache.peek(keys[level])
+                if saved is None:
+                    continue
+                if saved.prefix_len == 0:
+                    restored.add(level)
+                    return level, restored
+                if level > 0 and saved.prefix_len == len(keys[level - 1]):
+                    restored.add(level)
         if live < 0:
-            return 0, None
+            return 0, restored
         start = live
         while start > 0 and keys[start - 1] in self.groups:
             start -= 1
-        return start, None
+        return start, restored
 
     def _restore(self, group: PrefixGroup) -> None:
-        """Plan the restore of `group`'s saved cells into its sequence: it is ready (the
-        restore runs before any copy from it in the step)."""
-        data = self.prompt_cache.get(group.key)
-        self._restores.append(SeqRestore(group.seq_id, data))
-        group.copied = True
+        """Plan the restore of `group`'s saved cells into its sequence. Saved on their own,
+        they make it ready (the restore runs before any copy from it in the step); saved
+        behind its parent's cells, it is ready once those are copied in (prefill, step 2)."""
+        saved = self.prompt_cache.get(group.key)
+        self._restores.append(SeqRestore(group.seq_id, saved.state))
+        group.copied = saved.prefix_len == 0
         group.num_evaluated = len(group.key)
         self.stats.num_states_restored += 1
-        self.stats.num_tokens_restored += len(group.key)
+        self.stats.num_tokens_restored += len(group.key) - saved.prefix_len
 
     def _restore_kept(self, seq: Sequence) -> None:
         """If the prompt cache holds this request's own cells, kept from an earlier identical
@@ -471,6 +484,8 @@ class Scheduler:
         limit = len(tokens) - 1  # the sequence evaluates at least its last token
         best, length = None, 0
         for group in self.groups.values():
+            if group.parent is not None and not group.copied and group.num_evaluated:
+                continue  # restored, its parent's cells not copied in yet: not to be split
             n = _common_prefix(group.key, tokens, limit)
             if n > length or (n == length and best is not None and n == len(group.key)):
                 best, length = group, n
@@ -584,12 +599,15 @@ class Scheduler:
             # save its cells before they go (the step saves before it removes)
             if group.kept:
                 self._save_kept(group)
-            elif (
-                not group.auto
-                and len(group.key) >= MIN_SAVED_TOKENS
-                and group.key not in self.prompt_cache
-            ):
-                self._saves.append((SeqSave(group.seq_id, 0, len(group.key)), group.key, None))
+            elif not group.auto and group.key not in self.prompt_cache:
+                # nested in a named prefix: only its own cells (that prefix's are shared)
+                parent = group.parent
+                start = len(parent.key) if parent is not None and not parent.auto else 0
+                if len(group.key) - start >= MIN_SAVED_TOKENS:
+                    entry = SavedCells(state=bytearray(), prefix_len=start)
+                    self._saves.append(
+                        (SeqSave(group.seq_id, start, len(group.key)), group.key, entry)
+                    )
         self._restores = [r for r in self._restores if r.seq_id != group.seq_id]
         del self.groups[group.key]
         self._removals.append(group.seq_id)
@@ -669,7 +687,7 @@ class Scheduler:
         step = ScheduledStep(
             plan=plan,
             rows=[],
-            saved_keys={save.seq_id: (key, kept) for save, key, kept in self._saves},
+            saved_keys={save.seq_id: (key, entry) for save, key, entry in self._saves},
         )
         self._saves, self._removals, self._restores, self._pending_copies = [], [], [], []
         self._trims = []
@@ -703,8 +721,11 @@ class Scheduler:
                     SeqCopy(group.parent.seq_id, group.seq_id, 0, len(group.parent.key))
                 )
                 group.copied = True
-                group.num_evaluated = len(group.parent.key)
+                # a restored group holds its own cells already: the copy makes it ready
+                group.num_evaluated = max(group.num_evaluated, len(group.parent.key))
             chunk = group.key[group.num_evaluated : group.num_evaluated + budget]
+            if not chunk:
+                continue
             for i, token in enumerate(chunk):
                 plan.tokens.append(BatchToken(token, group.num_evaluated + i, group.seq_id, False))
             group.num_evaluated += len(chunk)
@@ -762,11 +783,10 @@ class Scheduler:
         stats = self.stats
         stats.num_steps += 1
         for seq_id, data in output.states.items():
-            key, kept = step.saved_keys.get(seq_id, (None, None))
+            key, entry = step.saved_keys.get(seq_id, (None, None))
             if key is not None and self.prompt_cache is not None:
-                if kept is not None:
-                    kept.state = data
-                self.prompt_cache.put(key, data if kept is None else kept)
+                entry.state = data
+                self.prompt_cache.put(key, entry)
                 stats.num_states_saved += 1
         stats.num_prompt_tokens += step.num_prompt_tokens
         stats.decode_seconds += output.seconds

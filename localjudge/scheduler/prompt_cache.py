@@ -5,7 +5,9 @@ the engine serialises its cells (`llama_state_seq_get_data`) and the bytes are k
 keyed by the prefix's tokens. A later request with the same prefix gets the cells back by
 copying those bytes in (`llama_state_seq_set_data`) instead of evaluating the prompt again:
 what llama-server's prompt cache does for a re-sent prompt. Bounded by bytes, least recently
-used first out.
+used first out. A group nested in another (a context below the instructions) saves only its
+own cells: restored, they get the outer prefix's cells copied in behind them, as when they
+were evaluated, so several restored contexts share one copy of the instructions.
 
 A finished request's kept prompt (its own cells, behind its prefix group's) that leaves the
 KV cache is saved here too, with the logits its first token is chosen from: the same request
@@ -21,19 +23,30 @@ import numpy as np
 
 
 @dataclass
-class KeptPrompt:
-    """A kept prompt's cells after its prefix (`prefix_len` tokens) and the logits at its
-    last token: the entries `ids` (None: the whole row), every other logit -inf. For a
-    grammar, `ids` are the tokens its first choice can read (allowed or closing in the
-    initial state), so the restored row chooses exactly as the full one did."""
+class SavedCells:
+    """A sequence's cells from position `prefix_len` on, as llama.cpp serialised them: put
+    back behind a copy of the `prefix_len` tokens before them (0: they stand alone)."""
 
     state: bytearray
     prefix_len: int
-    ids: np.ndarray | None
-    values: np.ndarray
 
     def __len__(self) -> int:  # bytes held, for the cache's budget
-        return len(self.state) + self.values.nbytes + (0 if self.ids is None else self.ids.nbytes)
+        return len(self.state)
+
+
+@dataclass
+class KeptPrompt(SavedCells):
+    """A kept prompt's cells after its prefix and the logits at its last token: the entries
+    `ids` (None: the whole row), every other logit -inf. For a grammar, `ids` are the tokens
+    its first choice can read (allowed or closing in the initial state), so the restored row
+    chooses exactly as the full one did."""
+
+    ids: np.ndarray | None = None
+    values: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        extra = self.values.nbytes + (0 if self.ids is None else self.ids.nbytes)
+        return len(self.state) + extra
 
     def covers(self, ids: np.ndarray | None) -> bool:
         """Whether the saved logits hold every entry of `ids` (None: the whole row)."""
@@ -64,7 +77,7 @@ class PromptCacheStats:
 
 
 class PromptCache:
-    """Prefix token tuple -> saved sequence state (or `kept_key(prompt)` -> `KeptPrompt`),
+    """Prefix token tuple -> its `SavedCells` (or `kept_key(prompt)` -> `KeptPrompt`),
     within `max_bytes`."""
 
     def __init__(self, max_bytes: int) -> None:
@@ -72,7 +85,7 @@ class PromptCache:
             raise ValueError(f"a prompt cache of {max_bytes} bytes")
         self.max_bytes = max_bytes
         self.num_bytes = 0
-        self._states: OrderedDict[tuple[int, ...], bytearray | KeptPrompt] = OrderedDict()
+        self._states: OrderedDict[tuple[int, ...], SavedCells] = OrderedDict()
         self.stats = PromptCacheStats()
 
     def __len__(self) -> int:
@@ -81,14 +94,18 @@ class PromptCache:
     def __contains__(self, key: tuple[int, ...]) -> bool:
         return key in self._states
 
-    def get(self, key: tuple[int, ...]) -> bytearray | KeptPrompt | None:
+    def get(self, key: tuple[int, ...]) -> SavedCells | None:
         """The state saved for exactly these prefix tokens (now the most recently used)."""
         data = self._states.get(key)
         if data is not None:
             self._states.move_to_end(key)
         return data
 
-    def put(self, key: tuple[int, ...], data: bytearray | KeptPrompt) -> None:
+    def peek(self, key: tuple[int, ...]) -> SavedCells | None:
+        """`get` without counting as a use."""
+        return self._states.get(key)
+
+    def put(self, key: tuple[int, ...], data: SavedCells) -> None:
         if key in self._states:
             self.num_bytes -= len(self._states.pop(key))
         if len(data) > self.max_bytes:

@@ -14,7 +14,7 @@ import outlines_core
 
 from localjudge.engine.plan import StepPlan
 from localjudge.grammar.compiled import CompiledGrammar
-from localjudge.scheduler.prompt_cache import KeptPrompt
+from localjudge.scheduler.prompt_cache import SavedCells
 from localjudge.scheduler.request import (
     ChoicePoint,
     GenerationRequest,
@@ -91,7 +91,9 @@ class PrefixGroup:
 
     @property
     def ready(self) -> bool:
-        return self.num_evaluated == len(self.key)
+        """All its cells are in its sequence (a restored group's own cells wait for its
+        parent's to be copied in)."""
+        return self.num_evaluated == len(self.key) and (self.parent is None or self.copied)
 
     @functools.cached_property
     def key_hash(self) -> int:
@@ -173,6 +175,5 @@ class ScheduledStep:
     given: list[Sequence] = field(default_factory=list)  # kept prompts' logits, not the engine's
     num_prompt_tokens: int = 0  # prompt and prefix tokens in this step
     num_output_tokens: int = 0  # previously chosen output tokens fed in this step
-    # save's seq id -> the prompt cache key, and the kept prompt the state belongs to (None:
-    # a prefix's state)
-    saved_keys: dict[int, tuple[tuple[int, ...], KeptPrompt | None]] = field(default_factory=dict)
+    # save's seq id -> the prompt cache key, and the entry the saved bytes complete
+    saved_keys: dict[int, tuple[tuple[int, ...], SavedCells]] = field(default_factory=dict)
