@@ -596,18 +596,7 @@ class Scheduler:
 
     def _drop_group(self, group: PrefixGroup) -> None:
         if self.prompt_cache is not None and group.ready:
-            # save its cells before they go (the step saves before it removes)
-            if group.kept:
-                self._save_kept(group)
-            elif not group.auto and group.key not in self.prompt_cache:
-                # nested in a named prefix: only its own cells (that prefix's are shared)
-                parent = group.parent
-                start = len(parent.key) if parent is not None and not parent.auto else 0
-                if len(group.key) - start >= MIN_SAVED_TOKENS:
-                    entry = SavedCells(state=bytearray(), prefix_len=start)
-                    self._saves.append(
-                        (SeqSave(group.seq_id, start, len(group.key)), group.key, entry)
-                    )
+            self._plan_save(group)  # the step saves before it removes
         self._restores = [r for r in self._restores if r.seq_id != group.seq_id]
         del self.groups[group.key]
         self._removals.append(group.seq_id)
@@ -618,23 +607,38 @@ class Scheduler:
         if group.parent is not None:
             group.parent.num_refs -= 1
 
-    def _save_kept(self, group: PrefixGroup) -> None:
-        """Plan the save of a kept prompt leaving the KV cache: its own cells (its prefix
-        group's are saved, or evaluated again, as that group's) and the logits its first
-        token is chosen from. Only where a later identical request finds it: behind a named
-        prefix, or with none while requests are not matched against each other."""
+    def _plan_save(self, group: PrefixGroup) -> None:
+        """Plan the save of the cells a group leaving the KV cache holds beyond its named
+        parent's (a parent found by matching tokens is not a level a request names: then
+        all of them). A kept prompt saves them with the logits its first token is chosen
+        from; a named prefix when they are worth it (`MIN_SAVED_TOKENS`)."""
+        parent = group.parent
+        start = len(parent.key) if parent is not None and not parent.auto else 0
+        if group.kept:
+            key = kept_key(group.key)
+            entry = self._kept_entry(group, key, start)
+        elif group.auto or group.key in self.prompt_cache:
+            return
+        elif len(group.key) - start >= MIN_SAVED_TOKENS:
+            key, entry = group.key, SavedCells(state=bytearray(), prefix_len=start)
+        else:
+            return
+        if entry is not None:
+            self._saves.append((SeqSave(group.seq_id, start, len(group.key)), key, entry))
+
+    def _kept_entry(self, group: PrefixGroup, key, start: int) -> KeptPrompt | None:
+        """What a kept prompt's save fills in (its logits), or None where a later identical
+        request would not find it (behind a matched prefix, or with none while requests are
+        matched against each other) or finds it saved already."""
         parent = group.parent
         if (parent is not None and parent.auto) or (parent is None and self.auto_prefix):
-            return
-        key = kept_key(group.key)
+            return None
         saved = self.prompt_cache.get(key)
         if isinstance(saved, KeptPrompt) and saved.covers(group.logit_ids):
-            return  # saved already (by an earlier identical request)
-        start = len(parent.key) if parent is not None else 0
+            return None  # saved by an earlier identical request
         ids = group.logit_ids
         values = group.logits if ids is None else group.logits[ids]
-        kept = KeptPrompt(state=bytearray(), prefix_len=start, ids=ids, values=values)
-        self._saves.append((SeqSave(group.seq_id, start, len(group.key)), key, kept))
+        return KeptPrompt(state=bytearray(), prefix_len=start, ids=ids, values=values)
 
     def _release(self, seq: Sequence, *, keep_prompt: bool = False) -> None:
         """Give back a sequence's id and cells; drop its prefix group when unused.
