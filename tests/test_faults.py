@@ -87,12 +87,12 @@ def test_a_request_that_cannot_be_queued_fails_alone(fake_vocabulary, grammar, m
     engine, scheduler, runtime = make_runtime(fake_vocabulary)
     original = Scheduler._new_sequence
 
-    def sometimes_broken(item):
+    def sometimes_broken(self, item):
         if item.request.suffix.startswith("Claim: poison"):
             raise RuntimeError("numpy refused the seed")
-        return original(item)
+        return original(self, item)
 
-    monkeypatch.setattr(Scheduler, "_new_sequence", staticmethod(sometimes_broken))
+    monkeypatch.setattr(Scheduler, "_new_sequence", sometimes_broken)
     outcomes = runtime.run([request(grammar, "ok1"), request(grammar, "poison"), request(grammar)])
     assert isinstance(outcomes[1], GenerationError) and "numpy refused" in str(outcomes[1])
     assert outcomes[0].value["verdict"] == outcomes[2].value["verdict"] == "no"

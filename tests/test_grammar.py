@@ -74,7 +74,7 @@ def test_compiled_grammar_is_cached_on_disk(fake_vocabulary, tmp_home):
 def test_invalid_schema(fake_vocabulary, tmp_home):
     with pytest.raises(SchemaError):
         compile_grammar({"type": "string"}, fake_vocabulary)
-    with pytest.raises(SchemaError):
+    with pytest.raises(SchemaError, match="not a valid JSON Schema"):
         compile_grammar(
             {"type": "object", "properties": {"a": {"type": "nonsense"}}}, fake_vocabulary
         )

@@ -147,6 +147,41 @@ def test_empty_prompt_is_an_error(fake_vocabulary, grammar):
     runtime.close()
 
 
+def test_a_prompt_sent_again_is_not_tokenized_again(fake_vocabulary, grammar):
+    engine, _, _ = make_runtime(fake_vocabulary)
+    calls: list[str] = []
+
+    def tokenize(text: str) -> list[int]:
+        calls.append(text)
+        return engine.tokenize(text)
+
+    runtime = BatchRuntime(engine, Scheduler(vocabulary=fake_vocabulary, n_ctx=4000), tokenize)
+    runtime.max_seen_tokens = 2 * len(engine.tokenize(PREFIX + "Claim: c0 sky\n>"))
+    first = runtime.tokenize_request(claim_request(grammar, "c0 sky"))
+    assert calls == [PREFIX + "Claim: c0 sky\n>", PREFIX]
+    again = runtime.tokenize_request(claim_request(grammar, "c0 sky"))
+    assert len(calls) == 2  # neither the prompt nor its prefix tokenized again
+    assert (again.prefix_tokens, again.prompt_tokens, again.prefix_cuts) == (
+        first.prefix_tokens,
+        first.prompt_tokens,
+        first.prefix_cuts,
+    )
+    again.prompt_tokens.append(-1)  # each request gets lists of its own
+    assert runtime.tokenize_request(claim_request(grammar, "c0 sky")).prompt_tokens == (
+        first.prompt_tokens
+    )
+    runtime.tokenize_request(claim_request(grammar, "c1 sky"))
+    runtime.tokenize_request(claim_request(grammar, "c2 sky"))  # bounded: c0 leaves
+    runtime.tokenize_request(claim_request(grammar, "c0 sky"))
+    assert calls.count(PREFIX + "Claim: c0 sky\n>") == 2
+    # the same text cut into other prefix segments is another request
+    runtime.tokenize_request(
+        GenerationRequest(prefix="", suffix=PREFIX + "Claim: c0 sky\n>", grammar=grammar)
+    )
+    assert calls.count(PREFIX + "Claim: c0 sky\n>") == 3
+    runtime.close()
+
+
 def test_cancel_mid_run(fake_vocabulary, grammar):
     engine, scheduler, runtime = make_runtime(fake_vocabulary, max_num_seqs=2)
     requests = [claim_request(grammar, f"c{i}") for i in range(4)]
@@ -202,6 +237,40 @@ def test_jump_forward_gives_identical_output_and_skips_logits(fake_vocabulary, t
     assert runs[True][0] == runs[False][0]
     assert runs[True][2] > 0 and runs[False][2] == 0
     assert runs[True][1] < runs[False][1]
+
+
+def test_the_head_is_evaluated_with_the_prompt(fake_vocabulary, grammar):
+    # `{"verdict":"` is fixed by the schema: it goes into the batch with the prompt, and the
+    # prompt's logits are read where the verdict is chosen; the output is the same
+    requests = [claim_request(grammar, f"c{i} {'moon' if i % 2 else 'sky'}") for i in range(3)]
+    runs = {}
+    for jump in (False, True):
+        engine, scheduler, runtime = make_runtime(fake_vocabulary, jump_forward=jump)
+        runs[jump] = (runtime.run(requests), engine, scheduler)
+        runtime.close()
+    (plain, _, _), (headed, engine, scheduler) = runs[False], runs[True]
+    assert [r.text for r in headed] == [r.text for r in plain]
+    assert [r.choices for r in headed] == [r.choices for r in plain]
+    head_len = scheduler.stats.num_head_tokens // len(requests)
+    assert head_len >= 2 and scheduler.stats.num_head_tokens == head_len * len(requests)
+    for result, request in zip(headed, requests, strict=True):
+        assert result.text.startswith('{"verdict":"')
+        # the head is output (forced), not prompt: the prompt counts are the prompt's
+        prompt = engine.tokenize(request.prompt)
+        assert result.counts.prefix_reused + result.counts.prompt_evaluated == len(prompt)
+        assert result.counts.forced >= head_len
+    assert sum(r.counts.prompt_evaluated for r in headed) == scheduler.stats.num_prompt_tokens
+    # each request's first logits row is read after the head's last token
+    first_rows = {}
+    for plan in engine.plans:
+        for token in plan.tokens:
+            if token.logits and token.seq_id < scheduler.max_num_seqs:
+                first_rows.setdefault(token.seq_id, token.token)
+    assert len(first_rows) == len(requests)
+    assert all(
+        b'{"verdict":"'.endswith(fake_vocabulary.token_bytes[token])
+        for token in first_rows.values()
+    )
 
 
 def test_thread_safe_submission_from_many_producers(fake_vocabulary, grammar):
@@ -373,7 +442,10 @@ def test_auto_prefix_reuses_the_prompts_of_finished_requests(fake_vocabulary, gr
     assert first.counts.prefix_reused == 0  # it paid for its own prompt's group
     again = runtime.run([plain_request(grammar, CONTEXT, "c0 sky")])[0]
     assert again.value == first.value
-    assert again.counts.prompt_evaluated == 1  # everything but the last token was kept
+    # everything but the last token was kept: that is the head's (`{"verdict":"`), not the
+    # prompt's, so the whole prompt is reused
+    assert again.counts.prompt_evaluated == 0
+    assert again.counts.prefix_reused == first.counts.prompt_evaluated
     other = runtime.run([plain_request(grammar, CONTEXT, "c1 moon")])[0]
     assert other.value["verdict"] == "yes"
     context = len(engine.tokenize(CONTEXT))
@@ -816,6 +888,8 @@ def test_kept_prompts_leaving_the_kv_cache_come_back_from_host_memory(fake_vocab
     assert scheduler.stats.num_kept_prompts_used == 2
     assert scheduler.stats.num_kept_prompts_restored == 4
     items = [runtime.tokenize_request(r) for r in item_requests(grammar, range(3))]
+    for item in items:  # its prompt tokens end with the head its sequence takes
+        scheduler._new_sequence(item)
     own = {len(i.prefix_tokens): len(i.prompt_tokens) for i in items}
     # the fake's saved states begin with their first position: a tail starts after its prefix
     starts = [
@@ -832,8 +906,14 @@ def test_kept_prompts_leaving_the_kv_cache_come_back_from_host_memory(fake_vocab
 
 
 def test_saved_logits_serve_only_requests_whose_first_choice_they_hold(fake_vocabulary, grammar):
+    # without jump-forward no head is taken: the schema's request and the free text one
+    # have the same prompt tokens (with it, the schema's ends with `{"verdict":"`)
     engine, scheduler, runtime = make_runtime(
-        fake_vocabulary, max_num_seqs=1, max_kept_prompts=1, prompt_cache_bytes=1 << 20
+        fake_vocabulary,
+        max_num_seqs=1,
+        max_kept_prompts=1,
+        prompt_cache_bytes=1 << 20,
+        jump_forward=False,
     )
     prefix, suffix = (RULES, report(0)), "Claim: c0 sky\n>"
 

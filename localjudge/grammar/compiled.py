@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import outlines_core
 from outlines_core.json_schema import build_regex_from_schema
@@ -55,6 +56,7 @@ class CompiledGrammar:
     enum_fields: dict[str, list[str]]  # property name -> enum options (choice points)
     token_text: dict[int, str] = field(repr=False, default_factory=dict)  # ids at choice points
     choice_states: dict[int, str | None] = field(repr=False, default_factory=dict)  # memo
+    _choice_ids: dict[int, np.ndarray] = field(repr=False, default_factory=dict)  # memo
 
     # -- automaton ------------------------------------------------------------------------
 
@@ -65,13 +67,21 @@ class CompiledGrammar:
     def is_final(self, state: int) -> bool:
         return state in self.final_states
 
+    def choice_ids(self, state: int) -> np.ndarray:
+        """The tokens whose logits a choice in `state` can read (allowed or closing there):
+        all that logits saved for a first choice from `state` need to hold."""
+        ids = self._choice_ids.get(state)
+        if ids is None:
+            empty = np.empty(0, dtype=np.int64)
+            ids = np.union1d(self.allowed.get(state, empty), self.closing.get(state, empty))
+            self._choice_ids[state] = ids
+        return ids
+
     @functools.cached_property
-    def first_ids(self) -> np.ndarray:
-        """The tokens whose logits the first choice can read (allowed or closing in the
-        initial state): all a kept prompt's saved logits need to hold."""
-        state = self.initial_state
-        empty = np.empty(0, dtype=np.int64)
-        return np.union1d(self.allowed.get(state, empty), self.closing.get(state, empty))
+    def validator(self) -> jsonschema.protocols.Validator:
+        """Checks a finished reply against the schema; built once (building one checks the
+        schema against its metaschema, which costs far more than checking a reply)."""
+        return jsonschema.validators.validator_for(self.schema)(self.schema)
 
     def forced_token(self, state: int) -> int | None:
         """The only token allowed in `state`, if exactly one is (jump-forward).
@@ -318,6 +328,10 @@ def compile_grammar(
     """Compile `schema` for `vocabulary`; reuse the on-disk cache when it has this pair."""
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise SchemaError("a verdict schema must be a JSON object schema (type: object)")
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as error:
+        raise SchemaError(f"not a valid JSON Schema: {error.message}") from None
     schema_text = json.dumps(schema, sort_keys=True, ensure_ascii=False)
     key = _cache_key(schema_text, vocabulary)
     cache_file = cache_dir("grammars") / f"{key}.npz"

@@ -40,6 +40,23 @@ class TokenChooser:
         self.eog_ids = eog_ids | {vocabulary.eos_id}
         self._text_mask: np.ndarray | None = None  # tokens free text may use (built once)
 
+    def take_head(self, seq: Sequence) -> list[int]:
+        """Accept the tokens the schema fixes before the first choice (`{"verdict":"`), as
+        jump-forward would after the prompt's logits, and return them: the request evaluates
+        them with its prompt, so its first logits are read where the first choice is made."""
+        head: list[int] = []
+        grammar = seq.grammar
+        if grammar is not None and self.jump_forward:
+            while not grammar.is_final(seq.state):
+                token = self._forced(seq)
+                if token is None:
+                    break
+                self._accept(seq, token, forced=True)
+                head.append(token)
+            seq.pending = []
+        seq.start_state = seq.state
+        return head
+
     def advance(self, seq: Sequence, logits: np.ndarray) -> bool:
         """Take this step's token (and any jump-forward tokens); True when the JSON (or the
         free text) is done."""
@@ -192,7 +209,7 @@ class TokenChooser:
         else:
             try:
                 value = json.loads(text)
-                jsonschema.validate(value, seq.grammar.schema)
+                seq.grammar.validator.validate(value)
             except (ValueError, jsonschema.ValidationError) as error:
                 message = getattr(error, "message", str(error))
                 return Finished(

@@ -173,13 +173,13 @@ class Scheduler:
             return
         self._queue(seq)
 
-    @staticmethod
-    def _new_sequence(item: TokenizedRequest) -> Sequence:
+    def _new_sequence(self, item: TokenizedRequest) -> Sequence:
+        """A fresh sequence for `item`, its head taken: the request's prompt tokens end with
+        the head (the same tokens each time: a request requeued keeps them)."""
         request = item.request
         grammar = request.grammar
         seq = Sequence(
             item=item,
-            prompt_tokens=item.prompt_tokens,
             grammar=grammar,
             sampling=request.sampling,
             guide=grammar.new_guide() if grammar is not None else None,
@@ -187,14 +187,18 @@ class Scheduler:
         )
         if request.sampling.temperature > 0:
             seq.rng = np.random.default_rng(request.sampling.seed)
+        own = item.prompt_tokens[: len(item.prompt_tokens) - item.num_head]
+        head = self.chooser.take_head(seq)
+        item.prompt_tokens, item.num_head = own + head, len(head)
+        seq.prompt_tokens = item.prompt_tokens
         return seq
 
     def _queue(self, seq: Sequence) -> None:
         item, request, grammar = seq.item, seq.item.request, seq.grammar
         if len(item.level_keys) > self.max_num_prefixes:  # share the innermost levels only
             item.level_keys = item.level_keys[-self.max_num_prefixes :]
-        total = len(item.prefix_tokens) + len(item.prompt_tokens) + request.max_tokens
-        if not item.prompt_tokens:
+        total = len(item.prefix_tokens) + seq.cells_needed
+        if len(item.prompt_tokens) == item.num_head:
             self._fail(seq, GenerationError("empty prompt"))
         elif grammar is not None and request.max_tokens < grammar.min_tokens:
             self._fail(
@@ -338,7 +342,7 @@ class Scheduler:
         is what a fresh evaluation of the same cells gives). False if it must wait for room
         (`evict`: idle groups may be evicted to make it; not before the request's turn)."""
         chain = {group.key for group in _lineage(kept)}
-        needed = seq.max_tokens
+        needed = seq.max_tokens - seq.item.num_head
         while self.num_reserved_cells + needed > self.n_ctx:
             if not evict or not self._evict_idle_group(chain):
                 return False
@@ -387,7 +391,7 @@ class Scheduler:
             auto=True,  # kept after its last user; saved as a kept prompt, not a prefix
             kept=True,
             logits=seq.prompt_logits,
-            logit_ids=seq.grammar.first_ids if seq.grammar is not None else None,
+            logit_ids=seq.grammar.choice_ids(seq.start_state) if seq.grammar is not None else None,
         )
         self.groups[key] = group
         self.stats.num_prompts_kept += 1
@@ -455,7 +459,9 @@ class Scheduler:
         if (
             not isinstance(saved, KeptPrompt)
             or saved.prefix_len != seq.kv_len
-            or not saved.covers(seq.grammar.first_ids if seq.grammar is not None else None)
+            or not saved.covers(
+                seq.grammar.choice_ids(seq.start_state) if seq.grammar is not None else None
+            )
         ):
             return
         self._restores.append(SeqRestore(seq.seq_id, saved.state))
@@ -494,7 +500,8 @@ class Scheduler:
         while best is not None and best.parent is not None and len(best.parent.key) >= length:
             best = best.parent  # the group whose own tokens hold the end of the match
         own = limit - length >= self.auto_prefix
-        while not self._make_room(best, length, own, len(tokens) + seq.max_tokens):
+        total = len(tokens) + seq.max_tokens - seq.item.num_head
+        while not self._make_room(best, length, own, total):
             if own:  # keeping this prompt for later is worth less than running it now
                 own = False
             elif self.running:
@@ -738,8 +745,14 @@ class Scheduler:
             filled.add(group.seq_id)
             payer = self._first_user(group)
             if payer is not None:
-                payer.counts.prompt_evaluated += len(chunk)
-                payer.prefix_paid += len(chunk)
+                # an auto prefix group may end inside its payer's head: those are output
+                start = group.num_evaluated - len(chunk)
+                paid = max(0, min(len(chunk), payer.item.num_own_tokens - start))
+                payer.counts.prompt_evaluated += paid
+                payer.prefix_paid += paid
+                step.num_prompt_tokens -= len(chunk) - paid
+                step.num_head_tokens += len(chunk) - paid
+                step.num_output_tokens += len(chunk) - paid
 
         for seq in self.running:  # 3. prompt prefill
             if budget == 0:
@@ -752,21 +765,30 @@ class Scheduler:
                     continue
                 plan.copies.append(SeqCopy(seq.group.seq_id, seq.seq_id, 0, len(seq.group.key)))
                 seq.copied = True
-                seq.counts.prefix_reused = len(seq.group.key) - seq.prefix_paid
+                # a group may end inside the head (auto prefix): its tokens are output
+                own = seq.item.num_own_tokens
+                seq.counts.prefix_reused = min(len(seq.group.key), own) - seq.prefix_paid
             prompt = seq.prompt_tokens
             if seq.num_prompt_done >= len(prompt):  # a kept prompt: in cells, with its logits
                 step.given.append(seq)
                 continue
-            chunk = prompt[seq.num_prompt_done : seq.num_prompt_done + budget]
+            # the head goes in a step of its own after the prompt, as it would after the
+            # prompt's logits without one: its logits come from the same batch shapes
+            own = len(prompt) - seq.item.num_head
+            end = own if seq.num_prompt_done < own else len(prompt)
+            chunk = prompt[seq.num_prompt_done : min(seq.num_prompt_done + budget, end)]
             ends_prompt = seq.num_prompt_done + len(chunk) == len(prompt)
             for i, token in enumerate(chunk):
                 is_last = ends_prompt and i == len(chunk) - 1
                 plan.tokens.append(BatchToken(token, seq.kv_len + i, seq.seq_id, is_last))
             seq.kv_len += len(chunk)
+            evaluated = max(0, min(len(chunk), own - seq.num_prompt_done))
+            seq.counts.prompt_evaluated += evaluated
             seq.num_prompt_done += len(chunk)
-            seq.counts.prompt_evaluated += len(chunk)
             budget -= len(chunk)
-            step.num_prompt_tokens += len(chunk)
+            step.num_prompt_tokens += evaluated
+            step.num_head_tokens += len(chunk) - evaluated
+            step.num_output_tokens += len(chunk) - evaluated  # the head is output
             if ends_prompt:
                 step.rows.append(seq)
 
@@ -793,6 +815,7 @@ class Scheduler:
                 self.prompt_cache.put(key, entry)
                 stats.num_states_saved += 1
         stats.num_prompt_tokens += step.num_prompt_tokens
+        stats.num_head_tokens += step.num_head_tokens
         stats.decode_seconds += output.seconds
         if step.num_prompt_tokens:
             stats.prefill_steps += 1

@@ -11,6 +11,8 @@ import contextlib
 import dataclasses
 import queue
 import threading
+from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
@@ -57,6 +59,10 @@ class BatchRuntime:
         self._thread: threading.Thread | None = None
         self._state_lock = threading.Lock()  # orders submissions against close()
         self._prefix_tokens: dict[str, list[int]] = {}  # prefix text -> tokens (bounded)
+        # (prefix segments, prompt) -> (tokens, shared, cuts) of requests seen lately
+        self._seen: OrderedDict[tuple, tuple[array, int, tuple[int, ...]]] = OrderedDict()
+        self._seen_tokens = 0
+        self._seen_lock = threading.Lock()
         self.num_step_failures = 0  # engine steps that raised (their requests were requeued)
 
     @property
@@ -70,12 +76,34 @@ class BatchRuntime:
 
     # -- producers ------------------------------------------------------------------------
 
+    max_seen_tokens = 1 << 20  # tokenized prompts remembered for requests sent again (4 MiB)
+
     def tokenize_request(self, request: GenerationRequest) -> TokenizedRequest:
         """Split the prompt into shared prefix tokens (one cut per prefix segment) and this
-        request's own tokens."""
+        request's own tokens. A prompt sent again (a re-run) is not tokenized again."""
         if not request.prompt.strip():
             raise GenerationError("empty prompt")
-        full = self._tokenize(request.prompt)
+        key = (request.prefix_segments, request.prompt)
+        with self._seen_lock:
+            seen = self._seen.get(key)
+            if seen is not None:
+                self._seen.move_to_end(key)
+        if seen is not None:
+            tokens, shared, cuts = seen
+            full = tokens.tolist()
+        else:
+            full = self._tokenize(request.prompt)
+            shared, cuts = self._cuts(request, full)
+            self._remember(key, (array("i", full), shared, cuts))
+        return TokenizedRequest(
+            request=request,
+            prefix_tokens=full[:shared],
+            prompt_tokens=full[shared:],
+            prefix_cuts=cuts,
+        )
+
+    def _cuts(self, request: GenerationRequest, full: list[int]) -> tuple[int, tuple[int, ...]]:
+        """How many tokens of `full` are shared, and the cut after each prefix segment."""
         cuts: list[int] = []
         text = ""
         for segment in request.prefix_segments:
@@ -85,13 +113,20 @@ class BatchRuntime:
             cut = split_shared_prefix(self._tokenize_prefix(text), full)
             if cut > (cuts[-1] if cuts else 0):
                 cuts.append(cut)
-        shared = cuts[-1] if cuts else 0
-        return TokenizedRequest(
-            request=request,
-            prefix_tokens=full[:shared],
-            prompt_tokens=full[shared:],
-            prefix_cuts=tuple(cuts),
-        )
+        return (cuts[-1] if cuts else 0), tuple(cuts)
+
+    def _remember(self, key: tuple, value: tuple[array, int, tuple[int, ...]]) -> None:
+        size = len(value[0])
+        if size > self.max_seen_tokens:
+            return
+        with self._seen_lock:
+            if key in self._seen:
+                return
+            self._seen[key] = value
+            self._seen_tokens += size
+            while self._seen_tokens > self.max_seen_tokens:
+                _, (dropped, _, _) = self._seen.popitem(last=False)
+                self._seen_tokens -= len(dropped)
 
     def _tokenize_prefix(self, text: str) -> list[int]:
         """Prefix texts repeat for every request that shares them: tokenize each once."""

@@ -41,6 +41,9 @@ class TokenizedRequest:
     prefix_cuts: tuple[int, ...] = ()  # nested shared prefixes, by length; the last is the whole
     submitted_at: float = field(default_factory=time.perf_counter)
     num_attempts: int = 0  # engine failures this request has been requeued after
+    # the last `num_head` prompt tokens are the output's head: the text the schema fixes
+    # before the first choice (`{"verdict":"`), evaluated with the prompt
+    num_head: int = 0
     level_keys: tuple[tuple[int, ...], ...] = field(init=False)  # prefix group per level
 
     def __post_init__(self) -> None:
@@ -53,6 +56,11 @@ class TokenizedRequest:
     def prefix_key(self) -> tuple[int, ...]:
         """The innermost prefix group this request reads from (empty: none)."""
         return self.level_keys[-1] if self.level_keys else ()
+
+    @property
+    def num_own_tokens(self) -> int:
+        """The prompt's tokens, shared or not, without the head."""
+        return len(self.prefix_tokens) + len(self.prompt_tokens) - self.num_head
 
     @functools.cached_property
     def kept_key(self) -> tuple[int, ...]:
@@ -121,6 +129,7 @@ class Sequence:
     prefix_paid: int = 0  # tokens of shared prefixes evaluated on this sequence's account
     guide: outlines_core.Guide | None = None  # this sequence's outlines guide
     state: int = 0  # the guide's state after the output so far
+    start_state: int = 0  # the guide's state after the head: where the first choice is made
     output_tokens: list[int] = field(default_factory=list)
     output_bytes: bytearray = field(default_factory=bytearray)
     streamed: int = 0  # output bytes handed to the request's `on_text`
@@ -154,7 +163,8 @@ class Sequence:
 
     @property
     def cells_needed(self) -> int:
-        return len(self.prompt_tokens) + self.max_tokens
+        """Prompt cells plus output cells (the head is both: counted once)."""
+        return len(self.prompt_tokens) + self.max_tokens - self.item.num_head
 
 
 @dataclass
@@ -174,6 +184,7 @@ class ScheduledStep:
     rows: list[Sequence]  # the sequence each logits row belongs to, in row order
     given: list[Sequence] = field(default_factory=list)  # kept prompts' logits, not the engine's
     num_prompt_tokens: int = 0  # prompt and prefix tokens in this step
+    num_head_tokens: int = 0  # heads in this step (counted in num_output_tokens too)
     num_output_tokens: int = 0  # previously chosen output tokens fed in this step
     # save's seq id -> the prompt cache key, and the entry the saved bytes complete
     saved_keys: dict[int, tuple[tuple[int, ...], SavedCells]] = field(default_factory=dict)

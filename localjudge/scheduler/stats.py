@@ -14,6 +14,7 @@ class SchedulerStats:
     num_prompt_tokens: int = 0  # prompt and prefix tokens evaluated, all requests
     num_generated_tokens: int = 0  # output tokens (sampled + forced)
     num_forced_tokens: int = 0  # output tokens appended without logits (jump-forward)
+    num_head_tokens: int = 0  # of those, heads (`{"verdict":"`) fed as their prompts' end
     decode_seconds: float = 0.0  # engine time of all steps
     generation_steps: int = 0  # steps that carried output tokens only (no prompt tokens)
     generation_tokens: int = 0  # output tokens fed in those steps
