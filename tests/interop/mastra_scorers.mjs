@@ -4,12 +4,18 @@
 import { readFileSync } from 'node:fs';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { createHallucinationScorer, createToxicityScorer } from '@mastra/evals/scorers/prebuilt';
+import { Agent, fetch as undiciFetch } from 'undici';
 
 const [baseURL, itemsFile, concurrencyText = '8'] = process.argv.slice(2);
 const items = JSON.parse(readFileSync(itemsFile, 'utf8'));
 const concurrency = Number(concurrencyText);
 
-const provider = createOpenAICompatible({ name: 'localjudge', baseURL });
+// A judge reply's headers come when the whole reply is ready: on a slow host, behind other
+// scorers' requests, that can pass fetch's default 300 s headers timeout. The test bounds
+// the whole run itself, so no per-request limit here.
+const agent = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+const fetch = (url, init) => undiciFetch(url, { ...init, dispatcher: agent });
+const provider = createOpenAICompatible({ name: 'localjudge', baseURL, fetch });
 const model = provider.chatModel('localjudge');
 
 const jobs = [];
