@@ -245,7 +245,7 @@ def test_the_head_is_evaluated_with_the_prompt(fake_vocabulary, grammar):
     requests = [claim_request(grammar, f"c{i} {'moon' if i % 2 else 'sky'}") for i in range(3)]
     runs = {}
     for jump in (False, True):
-        engine, scheduler, runtime = make_runtime(fake_vocabulary, jump_forward=jump)
+        engine, scheduler, runtime = make_runtime(fake_vocabulary, jump_forward=jump, heads=True)
         runs[jump] = (runtime.run(requests), engine, scheduler)
         runtime.close()
     (plain, _, _), (headed, engine, scheduler) = runs[False], runs[True]
@@ -442,10 +442,7 @@ def test_auto_prefix_reuses_the_prompts_of_finished_requests(fake_vocabulary, gr
     assert first.counts.prefix_reused == 0  # it paid for its own prompt's group
     again = runtime.run([plain_request(grammar, CONTEXT, "c0 sky")])[0]
     assert again.value == first.value
-    # everything but the last token was kept: that is the head's (`{"verdict":"`), not the
-    # prompt's, so the whole prompt is reused
-    assert again.counts.prompt_evaluated == 0
-    assert again.counts.prefix_reused == first.counts.prompt_evaluated
+    assert again.counts.prompt_evaluated == 1  # everything but the last token was kept
     other = runtime.run([plain_request(grammar, CONTEXT, "c1 moon")])[0]
     assert other.value["verdict"] == "yes"
     context = len(engine.tokenize(CONTEXT))

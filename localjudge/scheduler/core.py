@@ -102,6 +102,7 @@ class Scheduler:
         max_num_prefixes: int = 8,
         token_budget: int = 512,
         jump_forward: bool = True,
+        heads: bool = False,
         eog_ids: frozenset[int] = frozenset(),
         cache_prefixes: bool = False,
         auto_prefix: int = 0,
@@ -151,7 +152,11 @@ class Scheduler:
         self._num_jumped = 0
         self.stats = SchedulerStats()
         self.chooser = TokenChooser(
-            vocabulary, self.stats, jump_forward=jump_forward, eog_ids=frozenset(eog_ids)
+            vocabulary,
+            self.stats,
+            jump_forward=jump_forward,
+            heads=heads,
+            eog_ids=frozenset(eog_ids),
         )
 
     # -- intake ---------------------------------------------------------------------------
