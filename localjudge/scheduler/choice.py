@@ -49,14 +49,8 @@ class TokenChooser:
         jump-forward would after the prompt's logits, and return them: the request evaluates
         them with its prompt, so its first logits are read where the first choice is made."""
         head: list[int] = []
-        grammar = seq.grammar
-        if grammar is not None and self.jump_forward and self.heads:
-            while not grammar.is_final(seq.state):
-                token = self._forced(seq)
-                if token is None:
-                    break
-                self._accept(seq, token, forced=True)
-                head.append(token)
+        if seq.grammar is not None and self.heads:
+            head = self._jump_forward(seq)
             seq.pending = []
         seq.start_state = seq.state
         return head
@@ -68,12 +62,20 @@ class TokenChooser:
         if grammar is None:
             return self._advance_text(seq, logits)
         self._accept(seq, self._choose(seq, logits), forced=False)
+        self._jump_forward(seq)
+        return grammar.is_final(seq.state)
+
+    def _jump_forward(self, seq: Sequence) -> list[int]:
+        """Accept the tokens the grammar forces from here (none with jump-forward off)."""
+        taken: list[int] = []
+        grammar = seq.grammar
         while self.jump_forward and not grammar.is_final(seq.state):
             forced = self._forced(seq)
             if forced is None:
                 break
             self._accept(seq, forced, forced=True)
-        return grammar.is_final(seq.state)
+            taken.append(forced)
+        return taken
 
     def _advance_text(self, seq: Sequence, logits: np.ndarray) -> bool:
         """Free text: text tokens only (never a control token inside the text), until an

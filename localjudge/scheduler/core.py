@@ -192,9 +192,10 @@ class Scheduler:
         )
         if request.sampling.temperature > 0:
             seq.rng = np.random.default_rng(request.sampling.seed)
-        own = item.prompt_tokens[: len(item.prompt_tokens) - item.num_head]
         head = self.chooser.take_head(seq)
-        item.prompt_tokens, item.num_head = own + head, len(head)
+        if head or item.num_head:  # heads off: the prompt's tokens are used as they are
+            own = item.prompt_tokens[: len(item.prompt_tokens) - item.num_head]
+            item.prompt_tokens, item.num_head = own + head, len(head)
         seq.prompt_tokens = item.prompt_tokens
         return seq
 
