@@ -471,6 +471,35 @@ def test_auto_prefix_splits_a_group_still_being_evaluated(fake_vocabulary, gramm
     runtime.close()
 
 
+def test_a_request_sent_again_while_its_prompt_is_split_is_served(fake_vocabulary, grammar):
+    # the first request's prompt is evaluated whole, then split by a second request sharing
+    # its context; a copy of the first, admitted in the same step, shares the split prompt
+    # (it once made a second group of the same key, and the first waited forever)
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_prefixes=8, auto_prefix=8, token_budget=512
+    )
+    first = plain_request(grammar, CONTEXT, "c0 sky")
+    scheduler.add(runtime.tokenize_request(first))
+    step = scheduler.schedule()  # the first's whole prompt, but its last token, in its group
+    scheduler.update_from_output(step, engine.execute(step.plan))
+    again = plain_request(grammar, CONTEXT, "c0 sky")
+    requests = [first, plain_request(grammar, CONTEXT, "c1 moon"), again]
+    for request in requests[1:]:
+        scheduler.add(runtime.tokenize_request(request))
+    outcomes = {}
+    for _ in range(200):  # a stalled request would keep the scheduler busy forever
+        if not scheduler.has_work():
+            break
+        step = scheduler.schedule()
+        scheduler.update_from_output(step, engine.execute(step.plan))
+        outcomes.update({f.request_id: f.result or f.error for f in scheduler.take_finished()})
+    assert not scheduler.has_work()
+    results = [outcomes[r.request_id] for r in requests]
+    assert results[2].value == results[0].value and results[1].value["verdict"] == "yes"
+    assert results[2].counts.prompt_evaluated == 1  # it shared the first's prompt
+    assert_scheduler_idle(scheduler)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_auto_prefix_random_arrivals_evictions_and_cancels(fake_vocabulary, grammar, seed):
     import random

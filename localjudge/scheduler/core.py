@@ -496,9 +496,10 @@ class Scheduler:
         limit = len(tokens) - 1  # the sequence evaluates at least its last token
         best, length = None, 0
         for group in self.groups.values():
-            if group.parent is not None and not group.copied and group.num_evaluated:
-                continue  # restored, its parent's cells not copied in yet: not to be split
             n = _common_prefix(group.key, tokens, limit)
+            waiting = group.parent is not None and not group.copied and group.num_evaluated
+            if waiting and n < len(group.key):
+                continue  # restored, its parent's cells not copied in yet: not to be split
             if n > length or (n == length and best is not None and n == len(group.key)):
                 best, length = group, n
         if length < self.auto_prefix:
@@ -567,6 +568,7 @@ class Scheduler:
         if group.num_evaluated >= length:  # the head's cells exist: share them now
             head.copied = True
             head.num_evaluated = length
+            group.copied = True  # its sequence holds the head's cells already
             self._pending_copies.append(SeqCopy(group.seq_id, head.seq_id, 0, length))
         else:  # still being evaluated: the head takes over that sequence and its progress
             head.seq_id, group.seq_id = group.seq_id, head.seq_id
