@@ -91,11 +91,20 @@ def test_verdict_with_shared_prefix_and_confidence(real_judge):
     assert sum(r.counts.prefix_reused >= prefix_len - 2 for r in results) >= len(claims) - 1
 
 
-def test_greedy_is_deterministic(real_judge):
+def test_a_greedy_repeat_gives_the_same_verdict_with_the_same_numbers(real_judge):
+    # on a judge with history (the shared one): the repeat starts from its kept prompt's
+    # cells and logits, so the verdict and its probabilities are bit for bit the first's.
+    # The reason after it is decoded in new cells, placed wherever the KV buffer has room:
+    # llama.cpp's attention sums cells in buffer order, in chunks that follow the buffer's
+    # used range, so on a near tie the reason may take another token (with the head on or
+    # off alike); on a fresh judge the whole text repeats (kept-prompt tests below)
     prompt = "Text: The moon is made of cheese.\nJSON answer: "
+    before = real_judge.runtime.stats.num_kept_prompts_used
     first = real_judge.generate_json(prompt, "hallucination_verdict", max_tokens=40)
     second = real_judge.generate_json(prompt, "hallucination_verdict", max_tokens=40)
-    assert first.text == second.text
+    assert real_judge.runtime.stats.num_kept_prompts_used == before + 1
+    assert first.value["verdict"] == second.value["verdict"]
+    assert first.choice("verdict").probabilities == second.choice("verdict").probabilities
 
 
 def test_sampling_with_seed_is_reproducible(real_judge):

@@ -244,13 +244,17 @@ def test_the_head_is_evaluated_with_the_prompt(fake_vocabulary, grammar):
     # prompt's logits are read where the verdict is chosen; the output is the same
     requests = [claim_request(grammar, f"c{i} {'moon' if i % 2 else 'sky'}") for i in range(3)]
     runs = {}
-    for jump in (False, True):
-        engine, scheduler, runtime = make_runtime(fake_vocabulary, jump_forward=jump, heads=True)
-        runs[jump] = (runtime.run(requests), engine, scheduler)
+    for jump, heads in ((False, True), (True, False), (True, True)):
+        engine, scheduler, runtime = make_runtime(fake_vocabulary, jump_forward=jump, heads=heads)
+        runs[jump, heads] = (runtime.run(requests), engine, scheduler)
         runtime.close()
-    (plain, _, _), (headed, engine, scheduler) = runs[False], runs[True]
-    assert [r.text for r in headed] == [r.text for r in plain]
-    assert [r.choices for r in headed] == [r.choices for r in plain]
+    plain, _, _ = runs[False, True]  # no jump-forward: no head either
+    headless, _, without = runs[True, False]  # the head fed after the prompt's logits
+    headed, engine, scheduler = runs[True, True]
+    assert without.stats.num_head_tokens == 0
+    for other in (plain, headless):
+        assert [r.text for r in headed] == [r.text for r in other]
+        assert [r.choices for r in headed] == [r.choices for r in other]
     head_len = scheduler.stats.num_head_tokens // len(requests)
     assert head_len >= 2 and scheduler.stats.num_head_tokens == head_len * len(requests)
     for result, request in zip(headed, requests, strict=True):
@@ -442,7 +446,10 @@ def test_auto_prefix_reuses_the_prompts_of_finished_requests(fake_vocabulary, gr
     assert first.counts.prefix_reused == 0  # it paid for its own prompt's group
     again = runtime.run([plain_request(grammar, CONTEXT, "c0 sky")])[0]
     assert again.value == first.value
-    assert again.counts.prompt_evaluated == 1  # everything but the last token was kept
+    # everything but the last token was kept: that is the head's (`{"verdict":"`), not the
+    # prompt's, so the whole prompt is reused
+    assert again.counts.prompt_evaluated == 0
+    assert again.counts.prefix_reused == first.counts.prompt_evaluated
     other = runtime.run([plain_request(grammar, CONTEXT, "c1 moon")])[0]
     assert other.value["verdict"] == "yes"
     context = len(engine.tokenize(CONTEXT))
@@ -496,7 +503,9 @@ def test_a_request_sent_again_while_its_prompt_is_split_is_served(fake_vocabular
     assert not scheduler.has_work()
     results = [outcomes[r.request_id] for r in requests]
     assert results[2].value == results[0].value and results[1].value["verdict"] == "yes"
-    assert results[2].counts.prompt_evaluated == 1  # it shared the first's prompt
+    # it shared the first's prompt: all of it (the token it evaluates is the head's)
+    assert results[2].counts.prompt_evaluated == 0
+    assert results[2].counts.prefix_reused == results[0].counts.prompt_evaluated
     assert_scheduler_idle(scheduler)
 
 

@@ -102,7 +102,7 @@ class Scheduler:
         max_num_prefixes: int = 8,
         token_budget: int = 512,
         jump_forward: bool = True,
-        heads: bool = False,
+        heads: bool = True,
         eog_ids: frozenset[int] = frozenset(),
         cache_prefixes: bool = False,
         auto_prefix: int = 0,

@@ -25,7 +25,7 @@ class SchedulerStats:
     num_states_restored: int = 0  # prefix states put back from it instead of a prefill
     num_tokens_restored: int = 0  # prompt tokens those restores spared
     num_prompts_kept: int = 0  # finished requests' prompts kept in the KV cache
-    num_kept_prompts_used: int = 0  # requests that started from a kept prompt (one token left)
+    num_kept_prompts_used: int = 0  # requests that started from a kept prompt (evaluating nothing)
     num_kept_prompts_restored: int = 0  # requests whose own cells came back from host memory
 
     @property
