@@ -8,6 +8,7 @@ import json
 from localjudge.engine.fake import BOS_ID, EOS_ID, FakeEngine, FakeTokenizer, Script
 from localjudge.judge import Judge
 from localjudge.scheduler import Scheduler
+from localjudge.scheduler.runtime import BatchRuntime
 from localjudge.scorers.text import split_sentences
 
 __all__ = [
@@ -87,11 +88,17 @@ class FakeJudge(Judge):
         )
 
 
-def assert_scheduler_idle(scheduler: Scheduler, engine: FakeEngine | None = None) -> None:
+def assert_scheduler_idle(
+    scheduler: Scheduler, engine: FakeEngine | None = None, *, runtime: BatchRuntime | None = None
+) -> None:
     """Nothing leaked once every request is done: no queue, no running sequence, every slot
     id free; what the KV cache still holds is idle groups kept for later requests (kept
     prompts, cached prefixes and the prefixes they start from), with their cells and ids
-    accounted for. `engine`: a fake engine whose cache must hold exactly those groups."""
+    accounted for. `engine`: a fake engine whose cache must hold exactly those groups.
+    `runtime`: the worker driving `scheduler`, waited for first (the steps a finished
+    request leaves behind run after its future resolves)."""
+    if runtime is not None:
+        assert runtime.wait_idle(timeout=60), "the scheduler's worker never went idle"
     groups = list(scheduler.groups.values())
     assert not scheduler.has_work() and not scheduler.waiting and not scheduler.running
     assert all(g.ready for g in groups)

@@ -64,11 +64,30 @@ def assert_clean(scheduler: Scheduler) -> None:
 
 
 def wait_idle(runtime: BatchRuntime, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while runtime.scheduler.has_work() or not runtime._inbox.empty():
-        assert time.monotonic() < deadline, "the scheduler never went idle"
-        time.sleep(0.01)
-    time.sleep(0.05)  # let the worker finish its last step
+    assert runtime.wait_idle(timeout), "the scheduler never went idle"
+
+
+def test_wait_idle_waits_for_the_steps_finished_requests_left(fake_vocabulary, grammar):
+    # a request's future resolves in the step that finishes it; the removal of its cells
+    # runs in the next step, which `wait_idle` waits for
+    release = threading.Event()
+
+    class SlowRemovals(FakeEngine):
+        def execute(self, plan):
+            if plan.removals and not plan.tokens:
+                release.wait(timeout=30)
+            return super().execute(plan)
+
+    engine, scheduler, runtime = make_runtime(fake_vocabulary, engine=SlowRemovals(verdict_script))
+    outcomes = runtime.run([request(grammar, f"c{i}") for i in range(3)])
+    assert all(o.value == {"verdict": "no", "reason": "checked"} for o in outcomes)
+    assert not runtime.wait_idle(timeout=0.2)  # the removal step is still running
+    release.set()
+    assert runtime.wait_idle(timeout=10)
+    assert not scheduler.has_work() and engine.kv == {}
+    assert_clean(scheduler)
+    runtime.close()
+    assert runtime.wait_idle(timeout=0)  # a closed runtime holds nothing
 
 
 # -- 2. the worker survives anything --------------------------------------------------------

@@ -283,7 +283,7 @@ def test_kept_prompts_answer_a_repeated_request_with_the_same_numbers_on_the_rea
         assert after.num_kept_prompts_used - before.num_kept_prompts_used == len(claims)
         assert after.num_prompt_tokens - before.num_prompt_tokens == 0
         assert all(r.counts.prompt_evaluated == 0 for r in second)
-        assert_scheduler_idle(judge.scheduler)
+        assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)
     # the same cells and logits, then the same decode steps as round 1 (its prompts were
     # evaluated in one step): bit for bit the same numbers
     for a, b in zip(first, second, strict=True):
@@ -305,7 +305,7 @@ def test_a_rerun_judges_what_it_left_kept_first_on_the_real_engine():
         assert after.num_kept_prompts_used - before.num_kept_prompts_used == 2
         assert [r.counts.prompt_evaluated for r in second[2:]] == [0, 0]
         assert all(r.counts.prompt_evaluated > 0 for r in second[:2])
-        assert_scheduler_idle(judge.scheduler)
+        assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)
     assert [r.value["verdict"] for r in second] == [r.value["verdict"] for r in first]
 
 
@@ -330,7 +330,7 @@ def test_kept_prompts_leaving_the_kv_cache_come_back_from_host_memory_on_the_rea
         assert all(r.counts.prompt_evaluated == 0 for r in second)
         assert after.num_kept_prompts_used - before.num_kept_prompts_used == 1
         assert after.num_kept_prompts_restored - before.num_kept_prompts_restored == 3
-        assert_scheduler_idle(judge.scheduler)
+        assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)
     # the same cells, restored bit for bit; in other places of the KV buffer, so attention
     # sums them in another order (as after any restore)
     assert_same_verdicts(first, second)
@@ -379,5 +379,5 @@ def test_restored_contexts_share_the_instructions_on_the_real_engine():
         assert abs(restored - head - sum(own)) <= 2
         evaluated = after.num_prompt_tokens - before.num_prompt_tokens
         assert evaluated == sum(r.counts.prompt_evaluated for r in second) < 4 * 20
-        assert_scheduler_idle(judge.scheduler)
+        assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)
     assert_same_verdicts(first, second)

@@ -132,7 +132,7 @@ def test_hundreds_of_hostile_outputs_through_both_scorers(tmp_home):
     too_long = [r.index for r in result.items if readable_of[r.index] and not r.ok]
     assert too_long == [2, 3]  # the two 50,000-character texts, for judge extraction only
     assert result.summary["failed_items"] == sum(1 for _, ok in outputs if not ok) + 2
-    assert_scheduler_idle(judge.scheduler, judge.engine)
+    assert_scheduler_idle(judge.scheduler, judge.engine, runtime=judge.runtime)
     judge.close()
 
 
@@ -163,4 +163,4 @@ def test_hostile_outputs_on_the_real_engine(real_judge):
         {index: readable for index, (_, readable) in enumerate(outputs)},
         {"hallucination-scorer": 1, "toxicity-scorer": 1},
     )
-    assert_scheduler_idle(real_judge.scheduler)
+    assert_scheduler_idle(real_judge.scheduler, runtime=real_judge.runtime)

@@ -64,6 +64,9 @@ class BatchRuntime:
         self._seen_tokens = 0
         self._seen_lock = threading.Lock()
         self.num_step_failures = 0  # engine steps that raised (their requests were requeued)
+        # the worker found nothing to do and nothing submitted since (see `wait_idle`)
+        self._idle = True
+        self._idle_changed = threading.Condition()
 
     @property
     def stats(self) -> SchedulerStats:
@@ -173,7 +176,9 @@ class BatchRuntime:
                         error=GenerationError("the judge is closed"),
                     )
                 return futures
-            self._inbox.put(("add", items))
+            with self._idle_changed:  # the worker sees the put before it can call itself idle
+                self._idle = False
+                self._inbox.put(("add", items))
             self._ensure_worker()
         self._wakeup.set()
         return futures
@@ -187,7 +192,9 @@ class BatchRuntime:
 
     def cancel(self, request_id: str) -> None:
         """Cancel a request wherever it is; its future raises `RequestCancelled`."""
-        self._inbox.put(("cancel", request_id))
+        with self._idle_changed:
+            self._idle = False
+            self._inbox.put(("cancel", request_id))
         self._wakeup.set()
 
     def run(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult | Exception]:
@@ -200,6 +207,21 @@ class BatchRuntime:
             except Exception as error:
                 outcomes.append(error)
         return outcomes
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is done and so are the steps it left
+        behind (removals, trims, saves): the scheduler holds nothing but idle groups and
+        the worker waits for work. False if `timeout` (seconds) passed first."""
+        with self._idle_changed:
+            return self._idle_changed.wait_for(lambda: self._idle, timeout)
+
+    def _note_idle(self) -> None:
+        """Called by the worker when the scheduler has no work: idle unless a submission
+        is waiting in the inbox."""
+        with self._idle_changed:
+            if self._inbox.empty():
+                self._idle = True
+                self._idle_changed.notify_all()
 
     # -- worker ---------------------------------------------------------------------------
 
@@ -270,6 +292,7 @@ class BatchRuntime:
                     self._drain_inbox()
                     self._resolve()
                     if not self.scheduler.has_work():
+                        self._note_idle()
                         self._wakeup.wait(timeout=0.5)
                         self._wakeup.clear()
                         continue
@@ -298,6 +321,9 @@ class BatchRuntime:
             self._resolve()
         for request_id in list(self._futures):
             self._settle(self._futures.pop(request_id, None), error=error)
+        with self._idle_changed:  # nothing left to wait for
+            self._idle = True
+            self._idle_changed.notify_all()
 
     def close(self) -> None:
         """Stop the worker; requests still queued or running fail with a clear error."""
