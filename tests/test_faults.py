@@ -79,6 +79,8 @@ def test_wait_idle_waits_for_the_steps_finished_requests_left(fake_vocabulary, g
             return super().execute(plan)
 
     engine, scheduler, runtime = make_runtime(fake_vocabulary, engine=SlowRemovals(verdict_script))
+    runtime.cancel("never-submitted")  # no worker yet: nothing to wait for
+    assert runtime.wait_idle(timeout=0)
     outcomes = runtime.run([request(grammar, f"c{i}") for i in range(3)])
     assert all(o.value == {"verdict": "no", "reason": "checked"} for o in outcomes)
     assert not runtime.wait_idle(timeout=0.2)  # the removal step is still running

@@ -192,9 +192,7 @@ class BatchRuntime:
 
     def cancel(self, request_id: str) -> None:
         """Cancel a request wherever it is; its future raises `RequestCancelled`."""
-        with self._idle_changed:
-            self._idle = False
-            self._inbox.put(("cancel", request_id))
+        self._inbox.put(("cancel", request_id))  # the worker is idle only once it is read
         self._wakeup.set()
 
     def run(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult | Exception]:
