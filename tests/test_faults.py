@@ -63,10 +63,6 @@ def assert_clean(scheduler: Scheduler) -> None:
     assert not scheduler._awaited
 
 
-def wait_idle(runtime: BatchRuntime, timeout: float = 10.0) -> None:
-    assert runtime.wait_idle(timeout), "the scheduler never went idle"
-
-
 def test_wait_idle_waits_for_the_steps_finished_requests_left(fake_vocabulary, grammar):
     # a request's future resolves in the step that finishes it; the removal of its cells
     # runs in the next step, which `wait_idle` waits for
@@ -117,7 +113,7 @@ def test_a_request_that_cannot_be_queued_fails_alone(fake_vocabulary, grammar, m
     outcomes = runtime.run([request(grammar, "ok1"), request(grammar, "poison"), request(grammar)])
     assert isinstance(outcomes[1], GenerationError) and "numpy refused" in str(outcomes[1])
     assert outcomes[0].value["verdict"] == outcomes[2].value["verdict"] == "no"
-    wait_idle(runtime)
+    assert runtime.wait_idle(timeout=10)
     assert_clean(scheduler)
     runtime.close()
 
@@ -140,7 +136,7 @@ def test_a_scheduler_bug_fails_the_batch_and_the_worker_keeps_serving(
     assert all(isinstance(o, GenerationError) and "a bug in planning" in str(o) for o in first)
     second = runtime.run([request(grammar, "after")])
     assert second[0].value["verdict"] == "no"  # the same worker thread is still serving
-    wait_idle(runtime)
+    assert runtime.wait_idle(timeout=10)
     assert_clean(scheduler)
     runtime.close()
 
@@ -176,7 +172,7 @@ def test_one_failed_engine_step_fails_nothing(fake_vocabulary, grammar):
     outcomes = runtime.run([request(grammar, f"c{i}") for i in range(8)])
     assert engine.failed and runtime.num_step_failures == 1
     assert all(o.value == {"verdict": "no", "reason": "checked"} for o in outcomes)
-    wait_idle(runtime)
+    assert runtime.wait_idle(timeout=10)
     assert_clean(scheduler)
     runtime.close()
 
@@ -192,7 +188,7 @@ def test_an_engine_that_keeps_failing_fails_its_requests_after_retries(fake_voca
     outcomes = runtime.run([request(grammar, f"c{i}") for i in range(3)])
     assert all(isinstance(o, GenerationError) and "the device is gone" in str(o) for o in outcomes)
     assert runtime.num_step_failures == BatchRuntime.max_attempts
-    wait_idle(runtime)
+    assert runtime.wait_idle(timeout=10)
     assert_clean(scheduler)
     runtime.close()
 
@@ -201,7 +197,7 @@ def test_generate_json_times_out_and_cancels(tmp_home):
     judge = FakeJudge(judge_script, step_seconds=0.05)
     with pytest.raises(GenerationError, match="no reply within"):
         judge.generate_json("Claim: slow\nAnswer: ", "hallucination_verdict", timeout=0.01)
-    wait_idle(judge.runtime)
+    assert judge.runtime.wait_idle(timeout=10)
     assert_clean(judge.scheduler)
     judge.close()
 
@@ -219,7 +215,7 @@ def test_cancelling_futures_at_random_moments_keeps_the_worker_alive(fake_vocabu
         with contextlib.suppress(CancelledError, RequestCancelled):
             future.result(timeout=10)
     assert all(f.done() for f in futures)
-    wait_idle(runtime)
+    assert runtime.wait_idle(timeout=10)
     assert_clean(scheduler)
     assert runtime.run([request(grammar)])[0].value["verdict"] == "no"
     runtime.close()
@@ -240,7 +236,7 @@ def test_cancelled_scorer_calls_leave_the_scheduler(tmp_home):
             await asyncio.wait_for(scorer.run_async({"output": output}), timeout=0.1)
 
     asyncio.run(main())
-    wait_idle(judge.runtime)
+    assert judge.runtime.wait_idle(timeout=10)
     assert_clean(judge.scheduler)
     assert judge.engine.kv == {}  # every sequence's cells were removed
     judge.close()
@@ -251,7 +247,7 @@ def test_one_failing_request_cancels_the_rest_of_its_item(tmp_home):
     scorer = create_toxicity_scorer(judge, reason="template", verdict_max_tokens=5)
     with pytest.raises(GenerationError, match="max_tokens=5 is below"):
         scorer.run({"output": " ".join(f"Sentence {i}." for i in range(20))})
-    wait_idle(judge.runtime)
+    assert judge.runtime.wait_idle(timeout=10)
     assert_clean(judge.scheduler)
     judge.close()
 

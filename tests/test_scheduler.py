@@ -306,11 +306,15 @@ def test_closed_runtime_rejects_and_fails_pending(fake_vocabulary, grammar):
         runtime.submit(claim_request(grammar, "c")).result()
 
 
-def drive(scheduler, engine):
-    """Run the state machine by hand until it is idle; results by request id."""
-    while scheduler.has_work():
+def drive(scheduler, engine, max_steps=100_000):
+    """Run the state machine by hand until it is idle (a stalled request fails the test
+    after `max_steps`); results by request id."""
+    for _ in range(max_steps):
+        if not scheduler.has_work():
+            break
         step = scheduler.schedule()
         scheduler.update_from_output(step, engine.execute(step.plan))
+    assert not scheduler.has_work(), f"still busy after {max_steps} steps"
     return {f.request_id: f.result or f.error for f in scheduler.take_finished()}
 
 
@@ -413,17 +417,6 @@ def plain_request(grammar, text, claim, max_tokens=60):
     )
 
 
-def check_kept_groups(engine, scheduler, runtime=None):
-    """Idle: every kept group holds exactly its key in the engine's cache, and the cells
-    reserved are exactly theirs. `runtime`: its worker is waited for first."""
-    if runtime is not None:
-        assert runtime.wait_idle(timeout=60)
-    # removals are applied by the next step: only kept groups may still hold cells then
-    step = scheduler.schedule()
-    engine.execute(step.plan)
-    assert_scheduler_idle(scheduler, engine)
-
-
 def test_auto_prefix_shares_the_common_prefix_of_concurrent_requests(fake_vocabulary, grammar):
     claims = [f"c{i} {'moon' if i % 2 else 'sky'}" for i in range(8)]
     outcomes = {}
@@ -476,7 +469,7 @@ def test_auto_prefix_splits_a_group_still_being_evaluated(fake_vocabulary, gramm
     assert finished[first.request.request_id].value["verdict"] == "no"
     assert finished[second.request.request_id].value["verdict"] == "yes"
     assert len(scheduler.groups) == 3  # the shared context, and each prompt below it
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     runtime.close()
 
 
@@ -495,14 +488,7 @@ def test_a_request_sent_again_while_its_prompt_is_split_is_served(fake_vocabular
     requests = [first, plain_request(grammar, CONTEXT, "c1 moon"), again]
     for request in requests[1:]:
         scheduler.add(runtime.tokenize_request(request))
-    outcomes = {}
-    for _ in range(200):  # a stalled request would keep the scheduler busy forever
-        if not scheduler.has_work():
-            break
-        step = scheduler.schedule()
-        scheduler.update_from_output(step, engine.execute(step.plan))
-        outcomes.update({f.request_id: f.result or f.error for f in scheduler.take_finished()})
-    assert not scheduler.has_work()
+    outcomes = drive(scheduler, engine, max_steps=200)  # a stalled request: busy forever
     results = [outcomes[r.request_id] for r in requests]
     assert results[2].value == results[0].value and results[1].value["verdict"] == "yes"
     # it shared the first's prompt: all of it (the token it evaluates is the head's)
@@ -563,7 +549,7 @@ def run_random_arrivals(rng, engine, scheduler, runtime, new_request, *, steps, 
         else:
             assert not isinstance(outcome, Exception), outcome
             assert outcome.value == expected[request_id]
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     scheduler.fail_all(GenerationError("reset"))
     assert not scheduler.groups and scheduler.num_reserved_cells == 0
     runtime.close()
@@ -812,7 +798,7 @@ def test_kept_prompt_makes_a_repeated_request_evaluate_nothing(fake_vocabulary, 
         if kept:
             assert all(r.counts.prompt_evaluated == 0 for r in second)
             assert len([g for g in scheduler.groups.values() if g.kept]) == len(claims)
-            check_kept_groups(engine, scheduler, runtime)
+            assert_scheduler_idle(scheduler, engine, runtime=runtime)
         runtime.close()
     assert rounds[4][2] == 0  # the cells and the logits were kept
     own = [
@@ -855,7 +841,7 @@ def test_a_rerun_judges_the_requests_still_kept_first(fake_vocabulary, grammar):
     assert [r.counts.prompt_evaluated for r in again[2:]] == [0, 0]
     assert all(r.counts.prompt_evaluated > 0 for r in again[:2])
     assert scheduler.stats.num_kept_prompts_used == 2
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     runtime.close()
 
 
@@ -874,7 +860,7 @@ def test_requests_admitted_before_their_turn_never_starve_the_head(fake_vocabula
     # one request (as many as there are slots) passes x; then x's turn comes. x's prompt,
     # kept in turn, evicted b's (least recently used), so c, still kept, passes b
     assert order == [requests[i].request_id for i in (1, 0, 3, 2)]
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     runtime.close()
 
 
@@ -889,7 +875,7 @@ def test_kept_prompts_are_bounded_least_recently_used_out_first(fake_vocabulary,
     # the last two are kept; the first one was evicted and is evaluated whole
     assert [r.counts.prompt_evaluated for r in again][:2] == [0, 0]
     assert again[2].counts.prompt_evaluated > 1
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     runtime.close()
 
 
@@ -901,7 +887,7 @@ def test_kept_prompts_give_way_when_cells_are_needed(fake_vocabulary, grammar):
         results = runtime.run([claim_request(grammar, f"c{i} r{round_}") for i in range(8)])
         assert all(r.value["verdict"] in ("yes", "no") for r in results)
         assert scheduler.num_reserved_cells <= scheduler.n_ctx
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     runtime.close()
 
 
@@ -938,7 +924,7 @@ def test_kept_prompts_leaving_the_kv_cache_come_back_from_host_memory(fake_vocab
     tails = [(start, size) for start, size in starts if start > rules]  # after a report
     assert len(tails) == 4
     assert all(size == own[start] for start, size in tails)  # its own cells, not its prefix's
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     runtime.close()
 
 
@@ -969,7 +955,7 @@ def test_saved_logits_serve_only_requests_whose_first_choice_they_hold(fake_voca
     again = judged(GenerationRequest(prefix=prefix, suffix=suffix, grammar=grammar))
     assert again.counts.prompt_evaluated == 0 and again.value == claim.value
     assert scheduler.stats.num_kept_prompts_restored == 1
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     runtime.close()
 
 
@@ -986,7 +972,7 @@ def test_engine_failure_with_kept_prompts_starts_every_pool_afresh(fake_vocabula
     assert sorted(ids) == list(range(4 + 2 + 4)) and not scheduler.groups
     results = drive(scheduler, engine)
     assert all(not isinstance(r, Exception) for r in results.values()) and len(results) == 2
-    check_kept_groups(engine, scheduler, runtime)
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
     runtime.close()
 
 
