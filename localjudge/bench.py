@@ -32,7 +32,7 @@ from pathlib import Path
 import jsonschema
 import psutil
 
-from localjudge.bench_workloads import SINGLE_CONTEXT, workload_items
+from localjudge.bench_workloads import workload_items
 from localjudge.grammar import load_schema
 from localjudge.judge import DEFAULT_PROMPT_CACHE_MIB, Judge
 from localjudge.prompts import claim_verdict_prompt
@@ -57,6 +57,10 @@ class WayResult:
     gen_phase_tok_s: float | None = None  # output tokens/s in steps without prompt tokens
     tokens_forced: int | None = None  # output tokens appended by jump-forward (no logits)
     prefill_tok_s: float | None = None  # prompt tokens/s in steps that evaluated prompts
+    prompt_phase_tok_s: float | None = None  # prompt tokens/s in steps of prompt tokens only
+    # n -> output tokens/s of generation steps in which n sequences fed one token each
+    gen_tok_s_by_batch: dict[int, float] = field(default_factory=dict)
+    gen_steps_by_batch: dict[int, int] = field(default_factory=dict)  # n -> how many such steps
     rounds: list[float] = field(default_factory=list)  # wall seconds of each measured round
     errors: list[str] = field(default_factory=list)  # the first few failed replies
 
@@ -85,6 +89,8 @@ class WorkloadReport:
     workload: str
     ways: list[WayResult] = field(default_factory=list)
     engine_tok_s: dict[int, float] = field(default_factory=dict)  # n_seqs -> raw decode tok/s
+    engine_prompt_tokens: int = 0  # the bare engine's prompt: the workload's first claim's
+    engine_prefill_tok_s: float | None = None  # the bare engine's prefill of that prompt
 
     def ratio(self, a: str, b: str) -> float | None:
         by_key = {w.way[0]: w for w in self.ways}
@@ -144,16 +150,6 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def _difference(after, before):
-    """The counters of what happened between two snapshots of `SchedulerStats`."""
-    return type(after)(
-        **{
-            name: getattr(after, name) - getattr(before, name)
-            for name in after.__dataclass_fields__
-        }
-    )
-
-
 def _measured(
     label: str, units: int, walls: list[float], valid: int, stats, peak_rss_mib: float
 ) -> WayResult:
@@ -171,6 +167,13 @@ def _measured(
         gen_phase_tok_s=stats.generation_tokens_per_s,
         tokens_forced=stats.num_forced_tokens // rounds,
         prefill_tok_s=stats.prefill_tokens_per_s,
+        prompt_phase_tok_s=stats.prompt_phase_tokens_per_s,
+        gen_tok_s_by_batch={
+            n: stats.generation_tokens_per_s_at(n) for n in sorted(stats.generation_by_batch)
+        },
+        gen_steps_by_batch={
+            n: steps for n, (steps, _) in sorted(stats.generation_by_batch.items())
+        },
         rounds=walls,
     )
 
@@ -233,7 +236,7 @@ def run_scheduler_way(
                     if not isinstance(o, Exception) and _is_valid(o.text, schema)
                 )
             )
-        stats = _difference(judge.runtime.stats, before)
+        stats = judge.runtime.stats.since(before)
     return _measured(label, len(requests), walls, min(valid), stats, rss.peak_mib)
 
 
@@ -485,7 +488,7 @@ def run_bench(
     }
     text_workloads = [w for w in workloads if w != "scorer"]
     texts_of: dict[str, list[str]] = {}
-    if set(ways) & set("as") and text_workloads:  # the prompts as whole texts
+    if set(ways) & set("acs") and text_workloads:  # the prompts as whole texts
         with Judge.load(
             resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
         ) as judge:
@@ -545,16 +548,23 @@ def run_bench(
                 )
             )
             gc.collect()
-        if "c" in ways:
-            progress(f"{report.workload}: bare engine decode at 1 and {slots} sequences")
+        if "c" in ways and report.workload in texts_of:
+            prompt = texts_of[report.workload][0]
+            progress(
+                f"{report.workload}: bare engine, prefill and decode at 1 and {slots} sequences"
+            )
             for n_seqs in sorted({1, slots}):
-                report.engine_tok_s[n_seqs] = raw_decode_tokens_per_s(
+                num_tokens, prefill, decode = bare_engine_tok_s(
                     resolved.path,
+                    prompt,
                     n_seqs,
                     threads=threads,
                     gpu_layers=gpu_layers,
                     adapters=resolved.adapters,
                 )
+                report.engine_tok_s[n_seqs] = decode
+                # the prompt phase is the same at any number of sequences: the last one's
+                report.engine_prompt_tokens, report.engine_prefill_tok_s = num_tokens, prefill
     if ("a" in ways or "s" in ways) and text_workloads:
         for report in reports:
             if report.workload == "scorer":
@@ -594,49 +604,54 @@ def run_bench(
     return reports
 
 
-def raw_decode_tokens_per_s(
+def bare_engine_tok_s(
     model_path: Path,
+    prompt: str,
     n_seqs: int,
     *,
     threads: int | None,
     gpu_layers: int | None = None,
     adapters: tuple[tuple[Path, float], ...] = (),
-    prompt_tokens: int = 347,
     steps: int = 32,
-) -> float:
-    """Generation tokens/s of the bare engine in llama-batched-bench's shape: one shared
-    prompt decoded once and copied to `n_seqs` sequences, then `steps` steps of one token
-    per sequence with logits. The ceiling the scheduler's generation phase is compared with."""
+) -> tuple[int, float, float]:
+    """(prompt tokens, prefill tokens/s, generation tokens/s) of the bare engine in llama-batched-bench's shape
+    (`-pps`): `prompt` decoded once in `n_batch` chunks with one logits row at its end,
+    copied to `n_seqs` sequences, then `steps` steps of one token per sequence with logits.
+    The ceilings the scheduler's prompt and generation phases are compared with."""
     from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, StepPlan
 
     config = EngineConfig(
-        n_ctx=prompt_tokens + n_seqs * steps + 256,
+        n_ctx=len(prompt) // 2 + n_seqs * steps + 256,  # a token is 2+ characters
         n_seq_max=n_seqs + 1,
         n_threads=threads,
         n_gpu_layers=gpu_layers,
         adapters=adapters,
     )
     with LlamaEngine(model_path, config) as engine:
-        prompt = engine.tokenize(" ".join(SINGLE_CONTEXT) * 4)[:prompt_tokens]
+        tokens = engine.tokenize(prompt)
         shared = n_seqs
-        for start in range(0, len(prompt), config.n_batch):
-            chunk = prompt[start : start + config.n_batch]
-            engine.execute(
-                StepPlan(
-                    tokens=[BatchToken(t, start + i, shared, False) for i, t in enumerate(chunk)]
-                )
+        prefill_seconds = 0.0
+        for start in range(0, len(tokens), config.n_batch):
+            chunk = tokens[start : start + config.n_batch]
+            last = start + len(chunk) == len(tokens)
+            plan = StepPlan(
+                tokens=[
+                    BatchToken(t, start + i, shared, last and i == len(chunk) - 1)
+                    for i, t in enumerate(chunk)
+                ]
             )
+            prefill_seconds += engine.execute(plan).seconds
         engine.execute(
-            StepPlan(copies=[SeqCopy(shared, seq, 0, len(prompt)) for seq in range(n_seqs)])
+            StepPlan(copies=[SeqCopy(shared, seq, 0, len(tokens)) for seq in range(n_seqs)])
         )
         token = engine.tokenize(" the", add_special=False)[0]
         seconds = 0.0
         for step in range(steps):
             plan = StepPlan(
-                tokens=[BatchToken(token, len(prompt) + step, seq, True) for seq in range(n_seqs)]
+                tokens=[BatchToken(token, len(tokens) + step, seq, True) for seq in range(n_seqs)]
             )
             seconds += engine.execute(plan).seconds
-    return n_seqs * steps / seconds
+    return len(tokens), len(tokens) / prefill_seconds, n_seqs * steps / seconds
 
 
 def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) -> dict:
@@ -649,6 +664,8 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
                 "ways": [w.to_dict() for w in r.ways],
                 **{f"ratio_{a}_over_{b}": r.ratio(a, b) for a, b in RATIO_PAIRS},
                 "engine_decode_tok_s": r.engine_tok_s,
+                "engine_prompt_tokens": r.engine_prompt_tokens,
+                "engine_prefill_tok_s": r.engine_prefill_tok_s,
             }
             for r in reports
         ],

@@ -970,8 +970,30 @@ def bench(
                 console.print(f"  ({a})/({b}) {unit}: {ratio:.2f}x")
         for n_seqs, rate in report.engine_tok_s.items():
             console.print(
-                f"  bare engine decode, {n_seqs} seq, shared 347-token prompt: {rate:.1f} tok/s"
+                f"  bare engine decode, {n_seqs} seq, shared {report.engine_prompt_tokens}-token"
+                f" prompt: {rate:.1f} tok/s"
             )
+        if report.engine_prefill_tok_s is not None:
+            console.print(
+                f"  bare engine prefill of that prompt: {report.engine_prefill_tok_s:.0f} tok/s"
+            )
+        for way in report.ways:
+            if way.prompt_phase_tok_s:
+                console.print(
+                    f"  ({way.way[0]}) prefill, steps of prompt tokens only:"
+                    f" {way.prompt_phase_tok_s:.0f} tok/s"
+                )
+            # the four batch sizes with the most steps, largest first
+            common = sorted(way.gen_steps_by_batch, key=way.gen_steps_by_batch.get)[-4:]
+            by_batch = ", ".join(
+                f"{n}: {rate:.0f} ({way.gen_steps_by_batch[n]})"
+                for n, rate in sorted(way.gen_tok_s_by_batch.items(), reverse=True)
+                if n in common
+            )
+            if by_batch:
+                console.print(
+                    f"  ({way.way[0]}) generation tok/s by sequences in the step (steps): {by_batch}"
+                )
     if resolved.entry is not None and not resolved.entry.meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=resolved.name))
 

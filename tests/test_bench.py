@@ -46,6 +46,14 @@ def test_bench_ways_and_workloads_on_the_real_model():
     assert report["model"] == "gemma-3-270m-judge" and report["adapters"] == []
     assert ways["f"]["tokens_generated"] < ways["w"]["tokens_generated"]
     assert ways["c"]["prefill_tok_s"] > 0 and single["ratio_f_over_w"] > 0
+    # llama-batched-bench's phases: steps of prompt tokens only, and generation steps by
+    # their number of sequences; the bare engine's on the workload's first prompt
+    assert ways["c"]["prompt_phase_tok_s"] > 0
+    by_batch = ways["c"]["gen_tok_s_by_batch"]
+    assert by_batch and all(1 <= int(n) <= 4 and rate > 0 for n, rate in by_batch.items())
+    assert by_batch.keys() == ways["c"]["gen_steps_by_batch"].keys()
+    assert single["engine_prompt_tokens"] > 300 and single["engine_prefill_tok_s"] > 0
+    assert set(single["engine_decode_tok_s"]) == {"1", "4"}
     # warm ways: the kept prompts (cells and logits) left nothing to evaluate
     assert ways["w"]["prompt_tokens_evaluated"] == ways["f"]["prompt_tokens_evaluated"] == 0
     assert {w["way"][0] for w in scorer["ways"]} == {"c", "f"}

@@ -239,6 +239,57 @@ def test_jump_forward_gives_identical_output_and_skips_logits(fake_vocabulary, t
     assert runs[True][1] < runs[False][1]
 
 
+class TimedFakeEngine(FakeEngine):
+    """Reports 1 ms per token plus 10 ms per step as each step's engine time."""
+
+    def execute(self, plan):
+        output = super().execute(plan)
+        output.seconds = 0.001 * len(plan.tokens) + 0.01
+        return output
+
+
+def test_phase_counters_read_as_llama_batched_bench_does(fake_vocabulary, grammar):
+    # steps of prompt tokens only are its prompt phase; steps in which n sequences feed one
+    # token each with logits are its generation phase at batch size n. With the head (the
+    # default): prefix and claims' prompts go in steps without logits, the heads in a step
+    # of their own; forced tokens (several for a sequence, one logits row) are neither
+    engine = TimedFakeEngine(verdict_script)
+    scheduler = Scheduler(vocabulary=fake_vocabulary, n_ctx=4000, max_num_seqs=4, token_budget=64)
+    runtime = BatchRuntime(engine, scheduler, engine.tokenize)
+    claims = ["c1 moon", "c2 sky", "c3 moon is far away", "c4"]  # replies of four lengths
+    runtime.run([claim_request(grammar, claim) for claim in claims])
+    first = runtime.stats
+    prompt_plans = [p for p in engine.plans if p.tokens and not p.num_logits]
+    assert first.prompt_phase_steps == len(prompt_plans) >= 2  # the prefix, then the claims
+    assert first.prompt_phase_tokens == sum(len(p.tokens) for p in prompt_plans)
+    # the claims' prompts overflow the 64-token budget: the rest goes with the heads, and
+    # that step is not counted
+    assert 0 < first.prompt_phase_tokens < first.num_prompt_tokens
+    assert first.prompt_phase_tokens_per_s == pytest.approx(
+        first.prompt_phase_tokens / (0.001 * first.prompt_phase_tokens + 0.01 * len(prompt_plans))
+    )
+    shapes = {}
+    for plan in engine.plans:
+        if plan.tokens and plan.num_logits == len(plan.tokens):
+            shapes[len(plan.tokens)] = shapes.get(len(plan.tokens), 0) + 1
+    assert len(shapes) >= 3  # as the replies end, the steps shrink: 4, 3, 2 (and 1) sequences
+    assert first.num_head_tokens > 0 and first.num_forced_tokens > first.num_head_tokens
+    assert {n: steps for n, (steps, _) in first.generation_by_batch.items()} == shapes
+    for n in shapes:
+        assert first.generation_tokens_per_s_at(n) == pytest.approx(n / (0.001 * n + 0.01))
+    assert first.generation_tokens_per_s_at(5) is None
+
+    # a snapshot is not changed by later steps, and `since` counts what happened after it
+    runtime.run([claim_request(grammar, "c9 sky")])
+    runtime.close()
+    assert {n: steps for n, (steps, _) in first.generation_by_batch.items()} == shapes
+    later = runtime.stats.since(first)
+    assert set(later.generation_by_batch) == {1} and later.num_steps > 0
+    assert later.generation_by_batch[1][0] == runtime.stats.generation_by_batch[1][0] - (
+        shapes.get(1, 0)
+    )
+
+
 def test_the_head_is_evaluated_with_the_prompt(fake_vocabulary, grammar):
     # `{"verdict":"` is fixed by the schema: it goes into the batch with the prompt, and the
     # prompt's logits are read where the verdict is chosen; the output is the same

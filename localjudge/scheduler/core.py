@@ -828,10 +828,18 @@ class Scheduler:
         if step.num_prompt_tokens:
             stats.prefill_steps += 1
             stats.prefill_seconds += output.seconds
+            if not step.num_output_tokens:
+                stats.prompt_phase_steps += 1
+                stats.prompt_phase_tokens += step.num_prompt_tokens
+                stats.prompt_phase_seconds += output.seconds
         elif step.num_output_tokens:
             stats.generation_steps += 1
             stats.generation_tokens += step.num_output_tokens
             stats.generation_seconds += output.seconds
+            num_seqs = len(step.rows)
+            if len(step.plan.tokens) == num_seqs == step.num_output_tokens:
+                steps, seconds = stats.generation_by_batch.get(num_seqs, (0, 0.0))
+                stats.generation_by_batch[num_seqs] = (steps + 1, seconds + output.seconds)
         if output.logits.shape[0] != len(step.rows):
             raise GenerationError(
                 f"engine returned {output.logits.shape[0]} logits rows for {len(step.rows)} sequences"

@@ -8,7 +8,6 @@ so every `llama_decode` carries the work of all producers at once.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import queue
 import threading
 from array import array
@@ -71,7 +70,7 @@ class BatchRuntime:
     @property
     def stats(self) -> SchedulerStats:
         """A snapshot of the scheduler's counters."""
-        return dataclasses.replace(self.scheduler.stats)
+        return self.scheduler.stats.copy()
 
     @property
     def closed(self) -> bool:

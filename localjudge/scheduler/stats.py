@@ -3,7 +3,7 @@ and the benchmark read snapshots."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 
 @dataclass
@@ -21,6 +21,12 @@ class SchedulerStats:
     generation_seconds: float = 0.0  # engine time of those steps
     prefill_steps: int = 0  # steps that carried prompt tokens (maybe output tokens too)
     prefill_seconds: float = 0.0  # engine time of those steps
+    prompt_phase_steps: int = 0  # steps that carried prompt tokens only (no output tokens)
+    prompt_phase_tokens: int = 0  # prompt tokens evaluated in those steps
+    prompt_phase_seconds: float = 0.0  # engine time of those steps
+    # generation steps in llama-batched-bench's shape, by their number of sequences n:
+    # n -> (steps, engine seconds), each of n sequences feeding one token with logits
+    generation_by_batch: dict[int, tuple[int, float]] = field(default_factory=dict)
     num_states_saved: int = 0  # states stored in the prompt cache (prefixes, kept prompts)
     num_states_restored: int = 0  # prefix states put back from it instead of a prefill
     num_tokens_restored: int = 0  # prompt tokens those restores spared
@@ -33,6 +39,39 @@ class SchedulerStats:
         """Prompt tokens per second of the steps that evaluated prompt tokens (a lower
         bound: such steps may also carry output tokens)."""
         return self.num_prompt_tokens / self.prefill_seconds if self.prefill_seconds else 0.0
+
+    @property
+    def prompt_phase_tokens_per_s(self) -> float:
+        """Prompt tokens per second of the steps that carried prompt tokens only
+        (llama-batched-bench's S_PP)."""
+        if not self.prompt_phase_seconds:
+            return 0.0
+        return self.prompt_phase_tokens / self.prompt_phase_seconds
+
+    def generation_tokens_per_s_at(self, num_seqs: int) -> float | None:
+        """Output tokens/s of the generation steps in which `num_seqs` sequences fed one
+        token each (llama-batched-bench's S_TG at that batch size); None if there were none."""
+        steps, seconds = self.generation_by_batch.get(num_seqs, (0, 0.0))
+        return num_seqs * steps / seconds if seconds else None
+
+    def copy(self) -> SchedulerStats:
+        """A snapshot that later steps do not change."""
+        return replace(self, generation_by_batch=dict(self.generation_by_batch))
+
+    def since(self, before: SchedulerStats) -> SchedulerStats:
+        """The counters of what happened between the snapshot `before` and this one."""
+        values = {}
+        for name in self.__dataclass_fields__:
+            now, then = getattr(self, name), getattr(before, name)
+            if isinstance(now, dict):
+                values[name] = {
+                    n: (steps - then.get(n, (0, 0.0))[0], seconds - then.get(n, (0, 0.0))[1])
+                    for n, (steps, seconds) in now.items()
+                    if steps != then.get(n, (0, 0.0))[0]
+                }
+            else:
+                values[name] = now - then
+        return SchedulerStats(**values)
 
     @property
     def generation_tokens_per_s(self) -> float:
