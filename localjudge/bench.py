@@ -92,6 +92,23 @@ class WorkloadReport:
     engine_prompt_tokens: int = 0  # the bare engine's prompt: the workload's first claim's
     engine_prefill_tok_s: float | None = None  # the bare engine's prefill of that prompt
 
+    def against_engine(self, way: WayResult) -> tuple[float | None, float | None]:
+        """(prefill, generation) of one of our ways as a share of the bare engine's at the
+        same shape: its prompt-only steps against the bare engine's prefill of the
+        workload's prompt; its generation steps against the bare engine's steps of the same
+        batch sizes (the time those steps would have taken at the bare engine's rates, over
+        the time they took; batch sizes the bare engine was not run at are left out)."""
+        prefill = None
+        if way.prompt_phase_tok_s and self.engine_prefill_tok_s:
+            prefill = way.prompt_phase_tok_s / self.engine_prefill_tok_s
+        ours = bare = 0.0
+        for n, rate in way.gen_tok_s_by_batch.items():
+            if n in self.engine_tok_s and rate:
+                tokens = n * way.gen_steps_by_batch[n]
+                ours += tokens / rate
+                bare += tokens / self.engine_tok_s[n]
+        return prefill, (bare / ours if ours else None)
+
     def ratio(self, a: str, b: str) -> float | None:
         by_key = {w.way[0]: w for w in self.ways}
         if a in by_key and b in by_key and by_key[b].claims_per_s:
@@ -487,17 +504,17 @@ def run_bench(
         name: workload_items("multi" if name == "scorer" else name, claims) for name in workloads
     }
     text_workloads = [w for w in workloads if w != "scorer"]
-    texts_of: dict[str, list[str]] = {}
-    if set(ways) & set("acs") and text_workloads:  # the prompts as whole texts
+    # each claim's prompt as (prefix, own) texts, and whole
+    prompts_of: dict[str, list[tuple[str, str]]] = {}
+    if set(ways) & set("acs") and text_workloads:
         with Judge.load(
             resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
         ) as judge:
-            texts_of = {
-                name: [
-                    "".join(prefix) + suffix for prefix, suffix in _prompts(judge, items_of[name])
-                ]
+            prompts_of = {
+                name: [("".join(prefix), own) for prefix, own in _prompts(judge, items_of[name])]
                 for name in text_workloads
             }
+    texts_of = {name: [p + own for p, own in pairs] for name, pairs in prompts_of.items()}
     for report in reports:
         items = items_of[report.workload]
         if report.workload == "scorer":
@@ -548,23 +565,29 @@ def run_bench(
                 )
             )
             gc.collect()
-        if "c" in ways and report.workload in texts_of:
-            prompt = texts_of[report.workload][0]
+        if "c" in ways and report.workload in prompts_of:
+            # the batch sizes of our generation steps (those seen 3 times or more), 1 and N
+            sizes = {1, slots} | {
+                n
+                for way in report.ways
+                for n, steps in way.gen_steps_by_batch.items()
+                if steps >= 3
+            }
             progress(
-                f"{report.workload}: bare engine, prefill and decode at 1 and {slots} sequences"
+                f"{report.workload}: bare engine, prefill and decode at {len(sizes)} batch sizes"
             )
-            for n_seqs in sorted({1, slots}):
-                num_tokens, prefill, decode = bare_engine_tok_s(
-                    resolved.path,
-                    prompt,
-                    n_seqs,
-                    threads=threads,
-                    gpu_layers=gpu_layers,
-                    adapters=resolved.adapters,
-                )
-                report.engine_tok_s[n_seqs] = decode
-                # the prompt phase is the same at any number of sequences: the last one's
-                report.engine_prompt_tokens, report.engine_prefill_tok_s = num_tokens, prefill
+            (
+                report.engine_prompt_tokens,
+                report.engine_prefill_tok_s,
+                report.engine_tok_s,
+            ) = bare_engine_tok_s(
+                resolved.path,
+                *prompts_of[report.workload][0],
+                sorted(sizes),
+                threads=threads,
+                gpu_layers=gpu_layers,
+                adapters=resolved.adapters,
+            )
     if ("a" in ways or "s" in ways) and text_workloads:
         for report in reports:
             if report.workload == "scorer":
@@ -606,52 +629,68 @@ def run_bench(
 
 def bare_engine_tok_s(
     model_path: Path,
-    prompt: str,
-    n_seqs: int,
+    prefix: str,
+    own: str,
+    batch_sizes: list[int],
     *,
     threads: int | None,
     gpu_layers: int | None = None,
     adapters: tuple[tuple[Path, float], ...] = (),
-    steps: int = 32,
-) -> tuple[int, float, float]:
-    """(prompt tokens, prefill tokens/s, generation tokens/s) of the bare engine in llama-batched-bench's shape
-    (`-pps`): `prompt` decoded once in `n_batch` chunks with one logits row at its end,
-    copied to `n_seqs` sequences, then `steps` steps of one token per sequence with logits.
-    The ceilings the scheduler's prompt and generation phases are compared with."""
+    steps: int = 24,
+) -> tuple[int, float, dict[int, float]]:
+    """(prompt tokens, prefill tokens/s, {n: generation tokens/s}) of the bare engine doing
+    what our prompt phase does, and then llama-batched-bench's generation phase. `prefix`
+    (instructions and context) is decoded once from position 0 in `n_batch` chunks and
+    copied to the widest batch's sequences; each of them evaluates `own` (a claim's own
+    prompt) after it, in `n_batch` chunks without logits (the head follows, as in ours), so
+    the prompt tokens attend over what ours do. Then, for each batch size n, widest first,
+    `steps` steps in which n sequences feed one token each with logits. The ceilings the
+    scheduler's prompt and generation phases are compared with."""
     from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, StepPlan
 
+    widest = max(batch_sizes)
+    with LlamaEngine(model_path, EngineConfig(n_ctx=256, n_threads=threads)) as sizer:
+        tokens = sizer.tokenize(prefix)
+        own_tokens = sizer.tokenize(own, add_special=False)
+    prompt_len = len(tokens) + len(own_tokens)
     config = EngineConfig(
-        n_ctx=len(prompt) // 2 + n_seqs * steps + 256,  # a token is 2+ characters
-        n_seq_max=n_seqs + 1,
+        # one more step at the widest batch warms the engine up
+        n_ctx=len(tokens) + widest * (len(own_tokens) + 1) + steps * sum(batch_sizes) + 256,
+        n_seq_max=widest + 1,
         n_threads=threads,
         n_gpu_layers=gpu_layers,
         adapters=adapters,
     )
     with LlamaEngine(model_path, config) as engine:
-        tokens = engine.tokenize(prompt)
-        shared = n_seqs
+        shared = widest
+        prompt = [BatchToken(t, i, shared, False) for i, t in enumerate(tokens)]
+        owns = [
+            BatchToken(t, len(tokens) + i, seq, False)
+            for seq in range(widest)
+            for i, t in enumerate(own_tokens)
+        ]
         prefill_seconds = 0.0
-        for start in range(0, len(tokens), config.n_batch):
-            chunk = tokens[start : start + config.n_batch]
-            last = start + len(chunk) == len(tokens)
-            plan = StepPlan(
-                tokens=[
-                    BatchToken(t, start + i, shared, last and i == len(chunk) - 1)
-                    for i, t in enumerate(chunk)
-                ]
-            )
-            prefill_seconds += engine.execute(plan).seconds
-        engine.execute(
-            StepPlan(copies=[SeqCopy(shared, seq, 0, len(tokens)) for seq in range(n_seqs)])
-        )
+        for part, copies in ((prompt, []), (owns, range(widest))):
+            engine.execute(StepPlan(copies=[SeqCopy(shared, s, 0, len(tokens)) for s in copies]))
+            for start in range(0, len(part), config.n_batch):
+                plan = StepPlan(tokens=part[start : start + config.n_batch])
+                prefill_seconds += engine.execute(plan).seconds
         token = engine.tokenize(" the", add_special=False)[0]
-        seconds = 0.0
-        for step in range(steps):
+        positions = [prompt_len] * widest
+
+        def step(n_seqs: int) -> float:
             plan = StepPlan(
-                tokens=[BatchToken(token, len(tokens) + step, seq, True) for seq in range(n_seqs)]
+                tokens=[BatchToken(token, positions[seq], seq, True) for seq in range(n_seqs)]
             )
-            seconds += engine.execute(plan).seconds
-    return len(tokens), len(tokens) / prefill_seconds, n_seqs * steps / seconds
+            for seq in range(n_seqs):
+                positions[seq] += 1
+            return engine.execute(plan).seconds
+
+        step(widest)  # a warm-up, not counted
+        rates = {}
+        for n_seqs in sorted(set(batch_sizes), reverse=True):
+            rates[n_seqs] = n_seqs * steps / sum(step(n_seqs) for _ in range(steps))
+    return prompt_len, (len(prompt) + len(owns)) / prefill_seconds, rates
 
 
 def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) -> dict:
@@ -664,6 +703,12 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
                 "ways": [w.to_dict() for w in r.ways],
                 **{f"ratio_{a}_over_{b}": r.ratio(a, b) for a, b in RATIO_PAIRS},
                 "engine_decode_tok_s": r.engine_tok_s,
+                # our ways' (prefill, generation) as shares of the bare engine's, same shapes
+                "against_engine": {
+                    w.way[0]: dict(zip(("prefill", "generation"), r.against_engine(w), strict=True))
+                    for w in r.ways
+                    if w.gen_tok_s_by_batch or w.prompt_phase_tok_s
+                },
                 "engine_prompt_tokens": r.engine_prompt_tokens,
                 "engine_prefill_tok_s": r.engine_prefill_tok_s,
             }

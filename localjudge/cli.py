@@ -968,32 +968,22 @@ def bench(
             ratio = report.ratio(a, b)
             if ratio is not None:
                 console.print(f"  ({a})/({b}) {unit}: {ratio:.2f}x")
-        for n_seqs, rate in report.engine_tok_s.items():
+        if report.engine_tok_s:
+            rates = ", ".join(f"{n}: {rate:.0f}" for n, rate in sorted(report.engine_tok_s.items()))
             console.print(
-                f"  bare engine decode, {n_seqs} seq, shared {report.engine_prompt_tokens}-token"
-                f" prompt: {rate:.1f} tok/s"
-            )
-        if report.engine_prefill_tok_s is not None:
-            console.print(
-                f"  bare engine prefill of that prompt: {report.engine_prefill_tok_s:.0f} tok/s"
+                f"  bare engine on the workload's {report.engine_prompt_tokens}-token prompt:"
+                f" prefill {report.engine_prefill_tok_s:.0f} tok/s; decode tok/s by sequences"
+                f" in the step: {rates}"
             )
         for way in report.ways:
-            if way.prompt_phase_tok_s:
-                console.print(
-                    f"  ({way.way[0]}) prefill, steps of prompt tokens only:"
-                    f" {way.prompt_phase_tok_s:.0f} tok/s"
-                )
-            # the four batch sizes with the most steps, largest first
-            common = sorted(way.gen_steps_by_batch, key=way.gen_steps_by_batch.get)[-4:]
-            by_batch = ", ".join(
-                f"{n}: {rate:.0f} ({way.gen_steps_by_batch[n]})"
-                for n, rate in sorted(way.gen_tok_s_by_batch.items(), reverse=True)
-                if n in common
-            )
-            if by_batch:
-                console.print(
-                    f"  ({way.way[0]}) generation tok/s by sequences in the step (steps): {by_batch}"
-                )
+            prefill, generation = report.against_engine(way)
+            shares = [
+                f"{label} {share:.0%} of the bare engine's"
+                for label, share in (("prefill", prefill), ("generation", generation))
+                if share is not None
+            ]
+            if shares:
+                console.print(f"  ({way.way[0]}) at the same shapes: " + ", ".join(shares))
     if resolved.entry is not None and not resolved.entry.meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=resolved.name))
 
