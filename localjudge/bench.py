@@ -61,6 +61,9 @@ class WayResult:
     # n -> output tokens/s of generation steps in which n sequences fed one token each
     gen_tok_s_by_batch: dict[int, float] = field(default_factory=dict)
     gen_steps_by_batch: dict[int, int] = field(default_factory=dict)  # n -> how many such steps
+    # the bare engine run right after this way, in its shapes (see `bare_engine_tok_s`)
+    engine_prefill_tok_s: float | None = None
+    engine_tok_s_by_batch: dict[int, float] = field(default_factory=dict)
     rounds: list[float] = field(default_factory=list)  # wall seconds of each measured round
     errors: list[str] = field(default_factory=list)  # the first few failed replies
 
@@ -76,8 +79,27 @@ class WayResult:
     def share_valid(self) -> float:
         return self.valid / self.claims if self.claims else 0.0
 
+    def against_engine(self) -> tuple[float | None, float | None]:
+        """(prefill, generation) as shares of the bare engine's at the same shapes, measured
+        right after this way: prompt-only steps against the bare engine's prefill; generation
+        steps against its steps of the same batch sizes (the time they would have taken at
+        the bare engine's rates, over the time they took; batch sizes it was not run at are
+        left out). None where there is nothing to compare."""
+        prefill = None
+        if self.prompt_phase_tok_s and self.engine_prefill_tok_s:
+            prefill = self.prompt_phase_tok_s / self.engine_prefill_tok_s
+        ours = bare = 0.0
+        for n, rate in self.gen_tok_s_by_batch.items():
+            if n in self.engine_tok_s_by_batch and rate:
+                tokens = n * self.gen_steps_by_batch[n]
+                ours += tokens / rate
+                bare += tokens / self.engine_tok_s_by_batch[n]
+        return prefill, (bare / ours if ours else None)
+
     def to_dict(self) -> dict:
+        prefill, generation = self.against_engine()
         return asdict(self) | {
+            "against_engine": {"prefill": prefill, "generation": generation},
             "claims_per_s": round(self.claims_per_s, 3),
             "tokens_per_s": round(self.tokens_per_s, 2),
             "share_valid": round(self.share_valid, 4),
@@ -88,26 +110,7 @@ class WayResult:
 class WorkloadReport:
     workload: str
     ways: list[WayResult] = field(default_factory=list)
-    engine_tok_s: dict[int, float] = field(default_factory=dict)  # n_seqs -> raw decode tok/s
     engine_prompt_tokens: int = 0  # the bare engine's prompt: the workload's first claim's
-    engine_prefill_tok_s: float | None = None  # the bare engine's prefill of that prompt
-
-    def against_engine(self, way: WayResult) -> tuple[float | None, float | None]:
-        """(prefill, generation) of one of our ways as a share of the bare engine's at the
-        same shape: its prompt-only steps against the bare engine's prefill of the
-        workload's prompt; its generation steps against the bare engine's steps of the same
-        batch sizes (the time those steps would have taken at the bare engine's rates, over
-        the time they took; batch sizes the bare engine was not run at are left out)."""
-        prefill = None
-        if way.prompt_phase_tok_s and self.engine_prefill_tok_s:
-            prefill = way.prompt_phase_tok_s / self.engine_prefill_tok_s
-        ours = bare = 0.0
-        for n, rate in way.gen_tok_s_by_batch.items():
-            if n in self.engine_tok_s and rate:
-                tokens = n * way.gen_steps_by_batch[n]
-                ours += tokens / rate
-                bare += tokens / self.engine_tok_s[n]
-        return prefill, (bare / ours if ours else None)
 
     def ratio(self, a: str, b: str) -> float | None:
         by_key = {w.way[0]: w for w in self.ways}
@@ -506,7 +509,7 @@ def run_bench(
     text_workloads = [w for w in workloads if w != "scorer"]
     # each claim's prompt as (prefix, own) texts, and whole
     prompts_of: dict[str, list[tuple[str, str]]] = {}
-    if set(ways) & set("acs") and text_workloads:
+    if text_workloads:
         with Judge.load(
             resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
         ) as judge:
@@ -549,45 +552,37 @@ def run_bench(
             mode = {"f": ", warm, flagged", "n": ", warm, no reasons", "w": ", warm"}.get(way, "")
             label = f"{way}: scheduler x{num_slots}{mode}"
             progress(f"{report.workload}: ({way}) {label[3:]}")
-            report.ways.append(
-                run_scheduler_way(
-                    judge_model,
-                    items,
-                    slots=num_slots,
-                    threads=threads,
-                    max_tokens=max_tokens,
-                    n_ctx=n_ctx,
-                    label=label,
-                    gpu_layers=gpu_layers,
-                    reasons_for=reasons_for,
-                    rounds=rounds if way != "b" else 1,
-                    warm=way in "wfn",
-                )
+            result = run_scheduler_way(
+                judge_model,
+                items,
+                slots=num_slots,
+                threads=threads,
+                max_tokens=max_tokens,
+                n_ctx=n_ctx,
+                label=label,
+                gpu_layers=gpu_layers,
+                reasons_for=reasons_for,
+                rounds=rounds if way != "b" else 1,
+                warm=way in "wfn",
             )
             gc.collect()
-        if "c" in ways and report.workload in prompts_of:
-            # the batch sizes of our generation steps (those seen 3 times or more), 1 and N
-            sizes = {1, slots} | {
-                n
-                for way in report.ways
-                for n, steps in way.gen_steps_by_batch.items()
-                if steps >= 3
-            }
-            progress(
-                f"{report.workload}: bare engine, prefill and decode at {len(sizes)} batch sizes"
-            )
+            # the bare engine right after, at the batch sizes of its generation steps (those
+            # seen 3 times or more), so that both see the machine at the same speed
+            sizes = {n for n, steps in result.gen_steps_by_batch.items() if steps >= 3}
+            progress(f"{report.workload}: ({way}) the bare engine at {len(sizes)} batch sizes")
             (
                 report.engine_prompt_tokens,
-                report.engine_prefill_tok_s,
-                report.engine_tok_s,
+                result.engine_prefill_tok_s,
+                result.engine_tok_s_by_batch,
             ) = bare_engine_tok_s(
                 resolved.path,
                 *prompts_of[report.workload][0],
-                sorted(sizes),
+                sorted(sizes or {num_slots}),
                 threads=threads,
                 gpu_layers=gpu_layers,
                 adapters=resolved.adapters,
             )
+            report.ways.append(result)
     if ("a" in ways or "s" in ways) and text_workloads:
         for report in reports:
             if report.workload == "scorer":
@@ -702,15 +697,7 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
                 "workload": r.workload,
                 "ways": [w.to_dict() for w in r.ways],
                 **{f"ratio_{a}_over_{b}": r.ratio(a, b) for a, b in RATIO_PAIRS},
-                "engine_decode_tok_s": r.engine_tok_s,
-                # our ways' (prefill, generation) as shares of the bare engine's, same shapes
-                "against_engine": {
-                    w.way[0]: dict(zip(("prefill", "generation"), r.against_engine(w), strict=True))
-                    for w in r.ways
-                    if w.gen_tok_s_by_batch or w.prompt_phase_tok_s
-                },
                 "engine_prompt_tokens": r.engine_prompt_tokens,
-                "engine_prefill_tok_s": r.engine_prefill_tok_s,
             }
             for r in reports
         ],

@@ -968,22 +968,24 @@ def bench(
             ratio = report.ratio(a, b)
             if ratio is not None:
                 console.print(f"  ({a})/({b}) {unit}: {ratio:.2f}x")
-        if report.engine_tok_s:
-            rates = ", ".join(f"{n}: {rate:.0f}" for n, rate in sorted(report.engine_tok_s.items()))
-            console.print(
-                f"  bare engine on the workload's {report.engine_prompt_tokens}-token prompt:"
-                f" prefill {report.engine_prefill_tok_s:.0f} tok/s; decode tok/s by sequences"
-                f" in the step: {rates}"
-            )
         for way in report.ways:
-            prefill, generation = report.against_engine(way)
+            if way.engine_prefill_tok_s is None:
+                continue
+            rates = ", ".join(
+                f"{n}: {rate:.0f}" for n, rate in sorted(way.engine_tok_s_by_batch.items())
+            )
+            prefill, generation = way.against_engine()
             shares = [
-                f"{label} {share:.0%} of the bare engine's"
+                f"{label} {share:.0%}"
                 for label, share in (("prefill", prefill), ("generation", generation))
                 if share is not None
             ]
-            if shares:
-                console.print(f"  ({way.way[0]}) at the same shapes: " + ", ".join(shares))
+            console.print(
+                f"  ({way.way[0]}) the bare engine right after, on the"
+                f" {report.engine_prompt_tokens}-token prompt: prefill"
+                f" {way.engine_prefill_tok_s:.0f} tok/s, decode tok/s by sequences in the step"
+                f" {rates}; ours at the same shapes: " + (", ".join(shares) or "nothing to compare")
+            )
     if resolved.entry is not None and not resolved.entry.meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=resolved.name))
 

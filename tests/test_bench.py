@@ -52,16 +52,15 @@ def test_bench_ways_and_workloads_on_the_real_model():
     by_batch = ways["c"]["gen_tok_s_by_batch"]
     assert by_batch and all(1 <= int(n) <= 4 and rate > 0 for n, rate in by_batch.items())
     assert by_batch.keys() == ways["c"]["gen_steps_by_batch"].keys()
-    assert single["engine_prompt_tokens"] > 300 and single["engine_prefill_tok_s"] > 0
-    # the bare engine ran at every batch size our ways' generation steps had 3 times or more
-    sizes = {"1", "4"} | {
-        n for way in ways.values() for n, steps in way["gen_steps_by_batch"].items() if steps >= 3
-    }
-    assert set(single["engine_decode_tok_s"]) == sizes
-    shares = single["against_engine"]
-    assert set(shares) == {"c", "f", "w"} and shares["c"]["prefill"] > 0
-    assert shares["w"]["prefill"] is None  # a warm round evaluates no prompt
-    assert all(share["generation"] > 0 for share in shares.values())
+    assert single["engine_prompt_tokens"] > 300
+    # the bare engine ran right after each way, at the batch sizes its generation steps had
+    # 3 times or more (or at its slots)
+    for way in ways.values():
+        sizes = {n for n, steps in way["gen_steps_by_batch"].items() if steps >= 3} or {"4"}
+        assert set(way["engine_tok_s_by_batch"]) == sizes and way["engine_prefill_tok_s"] > 0
+        assert way["against_engine"]["generation"] > 0
+    assert ways["c"]["against_engine"]["prefill"] > 0
+    assert ways["w"]["against_engine"]["prefill"] is None  # a warm round evaluates no prompt
     # warm ways: the kept prompts (cells and logits) left nothing to evaluate
     assert ways["w"]["prompt_tokens_evaluated"] == ways["f"]["prompt_tokens_evaluated"] == 0
     assert {w["way"][0] for w in scorer["ways"]} == {"c", "f"}
