@@ -13,7 +13,10 @@
 (s) llama.cpp's own `llama-server` (given with --llama-server), tuned: N parallel slots,
     unified KV cache, full SWA cache, prompt caching, its own JSON-schema grammar, N
     requests in flight; one warm-up round is not counted.
-Every way gets the same prompt texts, schema, token budget and greedy decoding. Workloads:
+Every way gets the same prompt texts, schema, token budget and greedy decoding. Right after
+each way of ours, the bare engine (`LlamaEngine` without the scheduler) runs the same shapes:
+the way reports its prompt phase and its generation steps (by batch size) as shares of the
+bare engine's, as llama-batched-bench would count them. Workloads:
 `single` (one context, many claims), `multi` (a few contexts), `rag` (24+ long contexts of
 ~1,500 tokens, 6 claims each) and `scorer` (the whole hallucination scorer, with its
 defaults, over items: claims, verdicts and a reason; ways c and f; its unit is the item).
