@@ -510,19 +510,25 @@ def run_bench(
         name: workload_items("multi" if name == "scorer" else name, claims) for name in workloads
     }
     text_workloads = [w for w in workloads if w != "scorer"]
-    # each claim's prompt as (prefix, own) texts, and whole
-    prompts_of: dict[str, list[tuple[str, str]]] = {}
+    texts_of: dict[str, list[str]] = {}  # each claim's whole prompt
+    # the bare engine's prompt: the first claim's (prefix, own) tokens, as the judge reads them
+    bare_prompt_of: dict[str, tuple[list[int], list[int]]] = {}
     if text_workloads:
         with Judge.load(
             resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
         ) as judge:
-            prompts_of = {
-                name: [("".join(prefix), own) for prefix, own in _prompts(judge, items_of[name])]
-                for name in text_workloads
-            }
-    texts_of = {name: [p + own for p, own in pairs] for name, pairs in prompts_of.items()}
+            for name in text_workloads:
+                pairs = [("".join(prefix), own) for prefix, own in _prompts(judge, items_of[name])]
+                texts_of[name] = [prefix + own for prefix, own in pairs]
+                prefix, own = pairs[0]
+                own_tokens = judge.engine.tokenize(
+                    own, add_special=False, parse_special=judge.parse_special
+                )
+                bare_prompt_of[name] = (judge.tokenize(prefix), own_tokens)
     for report in reports:
         items = items_of[report.workload]
+        if report.workload in bare_prompt_of:
+            report.engine_prompt_tokens = sum(map(len, bare_prompt_of[report.workload]))
         if report.workload == "scorer":
             for way, mode in (("c", "all"), ("f", "flagged")):
                 if way not in ways:
@@ -573,13 +579,9 @@ def run_bench(
             # seen 3 times or more), so that both see the machine at the same speed
             sizes = {n for n, steps in result.gen_steps_by_batch.items() if steps >= 3}
             progress(f"{report.workload}: ({way}) the bare engine at {len(sizes)} batch sizes")
-            (
-                report.engine_prompt_tokens,
-                result.engine_prefill_tok_s,
-                result.engine_tok_s_by_batch,
-            ) = bare_engine_tok_s(
+            result.engine_prefill_tok_s, result.engine_tok_s_by_batch = bare_engine_tok_s(
                 resolved.path,
-                *prompts_of[report.workload][0],
+                *bare_prompt_of[report.workload],
                 sorted(sizes or {num_slots}),
                 threads=threads,
                 gpu_layers=gpu_layers,
@@ -627,29 +629,26 @@ def run_bench(
 
 def bare_engine_tok_s(
     model_path: Path,
-    prefix: str,
-    own: str,
+    tokens: list[int],
+    own_tokens: list[int],
     batch_sizes: list[int],
     *,
     threads: int | None,
     gpu_layers: int | None = None,
     adapters: tuple[tuple[Path, float], ...] = (),
     steps: int = 24,
-) -> tuple[int, float, dict[int, float]]:
-    """(prompt tokens, prefill tokens/s, {n: generation tokens/s}) of the bare engine doing
-    what our prompt phase does, and then llama-batched-bench's generation phase. `prefix`
-    (instructions and context) is decoded once from position 0 in `n_batch` chunks and
-    copied to the widest batch's sequences; each of them evaluates `own` (a claim's own
-    prompt) after it, in `n_batch` chunks without logits (the head follows, as in ours), so
+) -> tuple[float, dict[int, float]]:
+    """(prefill tokens/s, {n: generation tokens/s}) of the bare engine doing what our prompt
+    phase does, and then llama-batched-bench's generation phase. `tokens` (a prefix:
+    instructions and context) are decoded once from position 0 in `n_batch` chunks and
+    copied to the widest batch's sequences; each of them evaluates `own_tokens` (a claim's
+    own prompt) after it, in `n_batch` chunks without logits (the head follows, as in ours), so
     the prompt tokens attend over what ours do. Then, for each batch size n, widest first,
     `steps` steps in which n sequences feed one token each with logits. The ceilings the
     scheduler's prompt and generation phases are compared with."""
     from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, StepPlan
 
     widest = max(batch_sizes)
-    with LlamaEngine(model_path, EngineConfig(n_ctx=256, n_threads=threads)) as sizer:
-        tokens = sizer.tokenize(prefix)
-        own_tokens = sizer.tokenize(own, add_special=False)
     prompt_len = len(tokens) + len(own_tokens)
     config = EngineConfig(
         # one more step at the widest batch warms the engine up
@@ -688,7 +687,7 @@ def bare_engine_tok_s(
         rates = {}
         for n_seqs in sorted(set(batch_sizes), reverse=True):
             rates[n_seqs] = n_seqs * steps / sum(step(n_seqs) for _ in range(steps))
-    return prompt_len, (len(prompt) + len(owns)) / prefill_seconds, rates
+    return (len(prompt) + len(owns)) / prefill_seconds, rates
 
 
 def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) -> dict:

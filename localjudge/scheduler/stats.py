@@ -60,18 +60,17 @@ class SchedulerStats:
 
     def since(self, before: SchedulerStats) -> SchedulerStats:
         """The counters of what happened between the snapshot `before` and this one."""
-        values = {}
-        for name in self.__dataclass_fields__:
-            now, then = getattr(self, name), getattr(before, name)
-            if isinstance(now, dict):
-                values[name] = {
-                    n: (steps - then.get(n, (0, 0.0))[0], seconds - then.get(n, (0, 0.0))[1])
-                    for n, (steps, seconds) in now.items()
-                    if steps != then.get(n, (0, 0.0))[0]
-                }
-            else:
-                values[name] = now - then
-        return SchedulerStats(**values)
+        values = {
+            name: getattr(self, name) - getattr(before, name)
+            for name in self.__dataclass_fields__
+            if name != "generation_by_batch"
+        }
+        by_batch = {}
+        for n, (steps, seconds) in self.generation_by_batch.items():
+            steps_before, seconds_before = before.generation_by_batch.get(n, (0, 0.0))
+            if steps > steps_before:
+                by_batch[n] = (steps - steps_before, seconds - seconds_before)
+        return SchedulerStats(**values, generation_by_batch=by_batch)
 
     @property
     def generation_tokens_per_s(self) -> float:
