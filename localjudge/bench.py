@@ -14,9 +14,11 @@
     unified KV cache, full SWA cache, prompt caching, its own JSON-schema grammar, N
     requests in flight; one warm-up round is not counted.
 Every way gets the same prompt texts, schema, token budget and greedy decoding. Right after
-each way of ours, the bare engine (`LlamaEngine` without the scheduler) runs the same shapes:
-the way reports its prompt phase and its generation steps (by batch size) as shares of the
-bare engine's, as llama-batched-bench would count them. Workloads:
+each measured round of a way of ours, the bare engine (`LlamaEngine` without the scheduler)
+replays it: the workload's prompt shape, then the round's generation steps, as many at each
+batch size. The way reports its prompt phase and its generation steps as shares of the bare
+engine's, as llama-batched-bench would count them: the median over rounds of each round's
+share of its own replay. Workloads:
 `single` (one context, many claims), `multi` (a few contexts), `rag` (24+ long contexts of
 ~1,500 tokens, 6 claims each) and `scorer` (the whole hallucination scorer, with its
 defaults, over items: claims, verdicts and a reason; ways c and f; its unit is the item).
@@ -28,7 +30,8 @@ import gc
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,6 +43,7 @@ from localjudge.grammar import load_schema
 from localjudge.judge import DEFAULT_PROMPT_CACHE_MIB, Judge
 from localjudge.prompts import claim_verdict_prompt
 from localjudge.registry import resolve
+from localjudge.scheduler.stats import SchedulerStats
 
 SCHEMA = "hallucination_verdict"
 # the ways compared, (a) over (b), in the CLI's table and the JSON report
@@ -64,9 +68,13 @@ class WayResult:
     # n -> output tokens/s of generation steps in which n sequences fed one token each
     gen_tok_s_by_batch: dict[int, float] = field(default_factory=dict)
     gen_steps_by_batch: dict[int, int] = field(default_factory=dict)  # n -> how many such steps
-    # the bare engine run right after this way, in its shapes (see `bare_engine_tok_s`)
+    # the bare engine replaying each measured round right after it (`bare_engine_replay`):
+    # its prefill (median over rounds), its generation steps (all replays together), and
+    # each round's shares of it: {"prefill": ..., "generation": ...}
     engine_prefill_tok_s: float | None = None
     engine_tok_s_by_batch: dict[int, float] = field(default_factory=dict)
+    engine_steps_by_batch: dict[int, int] = field(default_factory=dict)
+    engine_rounds: list[dict[str, float | None]] = field(default_factory=list)
     rounds: list[float] = field(default_factory=list)  # wall seconds of each measured round
     errors: list[str] = field(default_factory=list)  # the first few failed replies
 
@@ -83,21 +91,13 @@ class WayResult:
         return self.valid / self.claims if self.claims else 0.0
 
     def against_engine(self) -> tuple[float | None, float | None]:
-        """(prefill, generation) as shares of the bare engine's at the same shapes, measured
-        right after this way: prompt-only steps against the bare engine's prefill; generation
-        steps against its steps of the same batch sizes (the time they would have taken at
-        the bare engine's rates, over the time they took; batch sizes it was not run at are
-        left out). None where there is nothing to compare."""
-        prefill = None
-        if self.prompt_phase_tok_s and self.engine_prefill_tok_s:
-            prefill = self.prompt_phase_tok_s / self.engine_prefill_tok_s
-        ours = bare = 0.0
-        for n, rate in self.gen_tok_s_by_batch.items():
-            if n in self.engine_tok_s_by_batch and rate:
-                tokens = n * self.gen_steps_by_batch[n]
-                ours += tokens / rate
-                bare += tokens / self.engine_tok_s_by_batch[n]
-        return prefill, (bare / ours if ours else None)
+        """(prefill, generation) as shares of the bare engine's in the same shapes: the
+        median over rounds of each round against its replay, measured right after it (see
+        `round_shares`). None where there is nothing to compare."""
+        return tuple(
+            _median(shares) if (shares := [r[k] for r in self.engine_rounds if r[k]]) else None
+            for k in ("prefill", "generation")
+        )
 
     def to_dict(self) -> dict:
         prefill, generation = self.against_engine()
@@ -129,6 +129,7 @@ class _PeakRss:
         self._process = psutil.Process()
         self._interval = interval
         self._stop = threading.Event()
+        self._paused = threading.Lock()  # held while memory that is not ours is in use
         self.peak = 0
 
     def __enter__(self) -> _PeakRss:
@@ -139,7 +140,15 @@ class _PeakRss:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
+            with self._paused:
+                self.peak = max(self.peak, self._process.memory_info().rss)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Not sampling: for a reference measured in this process beside the way."""
+        with self._paused:
             self.peak = max(self.peak, self._process.memory_info().rss)
+            yield
 
     def __exit__(self, *exc_info) -> None:
         self._stop.set()
@@ -173,12 +182,40 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
+def round_shares(stats: SchedulerStats, replay: EngineReplay) -> dict[str, float | None]:
+    """One round's shares of the bare engine's replay of it: its prompt-only steps' tokens/s
+    over the replay's prefill; for generation, the time the replay's steps took over the
+    time the round's steps of the same batch sizes took (the same steps, in number and
+    shape). None where the round had no such steps."""
+    prefill = None
+    if stats.prompt_phase_seconds and replay.prefill_tok_s:
+        prefill = stats.prompt_phase_tokens_per_s / replay.prefill_tok_s
+    ours = sum(seconds for _, seconds in stats.generation_by_batch.values())
+    bare = sum(
+        seconds for n, (_, seconds) in replay.by_batch.items() if n in stats.generation_by_batch
+    )
+    return {"prefill": prefill, "generation": bare / ours if ours else None}
+
+
 def _measured(
-    label: str, units: int, walls: list[float], valid: int, stats, peak_rss_mib: float
+    label: str,
+    units: int,
+    walls: list[float],
+    valid: int,
+    stats,
+    peak_rss_mib: float,
+    replays: list[tuple[SchedulerStats, EngineReplay]] = (),
 ) -> WayResult:
     """A way of ours from its rounds' wall times and the judge's counters over them
-    (token counts per round)."""
+    (token counts per round), with the bare engine's replays of its rounds: (the round's
+    counters, the replay)."""
     rounds = len(walls)
+    engine_steps: dict[int, list[float]] = {}  # n -> [steps, seconds] over all replays
+    for _, replay in replays:
+        for n, (steps, seconds) in replay.by_batch.items():
+            totals = engine_steps.setdefault(n, [0, 0.0])
+            totals[0] += steps
+            totals[1] += seconds
     return WayResult(
         way=label,
         claims=units,
@@ -197,6 +234,14 @@ def _measured(
         gen_steps_by_batch={
             n: steps for n, (steps, _) in sorted(stats.generation_by_batch.items())
         },
+        engine_prefill_tok_s=(
+            _median([replay.prefill_tok_s for _, replay in replays]) if replays else None
+        ),
+        engine_tok_s_by_batch={
+            n: n * steps / seconds for n, (steps, seconds) in sorted(engine_steps.items())
+        },
+        engine_steps_by_batch={n: steps for n, (steps, _) in sorted(engine_steps.items())},
+        engine_rounds=[round_shares(stats, replay) for stats, replay in replays],
         rounds=walls,
     )
 
@@ -214,13 +259,16 @@ def run_scheduler_way(
     reasons_for: frozenset[str] | None = None,
     rounds: int = 1,
     warm: bool = False,
+    reference: Callable[[SchedulerStats], EngineReplay] | None = None,
 ) -> WayResult:
     """Our scheduler on the workload's claims (`model`: a registry name keeps the entry's
     LoRA adapters); the median of `rounds` rounds, each on an idle judge (nothing kept
     between rounds: no prompt cache, no kept prompts). `warm`: as llama-server is measured,
     one warm-up round is not counted and the judge has its default options: the prompt
     cache keeps the prefixes that round evaluated in host memory, and kept prompts (one per
-    slot) keep its requests' prompts in the KV cache while they fit."""
+    slot) keep its requests' prompts in the KV cache while they fit. `reference`: called
+    right after each round with its counters, while the judge idles (its memory is not
+    counted in the way's peak RSS): the bare engine replaying that round."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
@@ -246,12 +294,17 @@ def run_scheduler_way(
         if warm:  # the warm-up round: not counted
             judge.generate_many(round_requests())
         before = judge.runtime.stats
-        walls, valid = [], []
+        walls, valid, replays = [], [], []
         for _ in range(rounds):
             requests = round_requests()
+            round_before = judge.runtime.stats
             start = time.perf_counter()
             outcomes = judge.generate_many(requests)
             walls.append(time.perf_counter() - start)
+            if reference is not None:
+                round_stats = judge.runtime.stats.since(round_before)
+                with rss.paused():
+                    replays.append((round_stats, reference(round_stats)))
             valid.append(
                 sum(
                     1
@@ -260,7 +313,7 @@ def run_scheduler_way(
                 )
             )
         stats = judge.runtime.stats.since(before)
-    return _measured(label, len(requests), walls, min(valid), stats, rss.peak_mib)
+    return _measured(label, len(requests), walls, min(valid), stats, rss.peak_mib, replays)
 
 
 def run_scorer_way(
@@ -560,7 +613,24 @@ def run_bench(
                 continue
             mode = {"f": ", warm, flagged", "n": ", warm, no reasons", "w": ", warm"}.get(way, "")
             label = f"{way}: scheduler x{num_slots}{mode}"
-            progress(f"{report.workload}: ({way}) {label[3:]}")
+            progress(f"{report.workload}: ({way}) {label[3:]}; the bare engine after each round")
+
+            def replay(
+                stats: SchedulerStats, widest=num_slots, prompt=bare_prompt_of[report.workload]
+            ) -> EngineReplay:
+                # the bare engine right after the round, so that both see the machine at
+                # the same speed (this VM's drifts by 20% within minutes)
+                return bare_engine_replay(
+                    resolved.path,
+                    *prompt,
+                    {n: steps for n, (steps, _) in stats.generation_by_batch.items()},
+                    widest=widest,
+                    max_tokens=max_tokens,
+                    threads=threads,
+                    gpu_layers=gpu_layers,
+                    adapters=resolved.adapters,
+                )
+
             result = run_scheduler_way(
                 judge_model,
                 items,
@@ -573,20 +643,9 @@ def run_bench(
                 reasons_for=reasons_for,
                 rounds=rounds if way != "b" else 1,
                 warm=way in "wfn",
+                reference=replay,
             )
             gc.collect()
-            # the bare engine right after, at the batch sizes of its generation steps (those
-            # seen 3 times or more), so that both see the machine at the same speed
-            sizes = {n for n, steps in result.gen_steps_by_batch.items() if steps >= 3}
-            progress(f"{report.workload}: ({way}) the bare engine at {len(sizes)} batch sizes")
-            result.engine_prefill_tok_s, result.engine_tok_s_by_batch = bare_engine_tok_s(
-                resolved.path,
-                *bare_prompt_of[report.workload],
-                sorted(sizes or {num_slots}),
-                threads=threads,
-                gpu_layers=gpu_layers,
-                adapters=resolved.adapters,
-            )
             report.ways.append(result)
     if ("a" in ways or "s" in ways) and text_workloads:
         for report in reports:
@@ -627,32 +686,42 @@ def run_bench(
     return reports
 
 
-def bare_engine_tok_s(
+@dataclass
+class EngineReplay:
+    """What the bare engine measured replaying one round of a way."""
+
+    prefill_tok_s: float  # the round's prompt shapes (see `bare_engine_replay`)
+    by_batch: dict[int, tuple[int, float]]  # n -> (steps, seconds) of its generation steps
+
+
+def bare_engine_replay(
     model_path: Path,
     tokens: list[int],
     own_tokens: list[int],
-    batch_sizes: list[int],
+    steps_by_batch: dict[int, int],
     *,
+    widest: int,
+    max_tokens: int,
     threads: int | None,
     gpu_layers: int | None = None,
     adapters: tuple[tuple[Path, float], ...] = (),
-    steps: int = 24,
-) -> tuple[float, dict[int, float]]:
-    """(prefill tokens/s, {n: generation tokens/s}) of the bare engine doing what our prompt
-    phase does, and then llama-batched-bench's generation phase. `tokens` (a prefix:
-    instructions and context) are decoded once from position 0 in `n_batch` chunks and
-    copied to the widest batch's sequences; each of them evaluates `own_tokens` (a claim's
-    own prompt) after it, in `n_batch` chunks without logits (the head follows, as in ours), so
-    the prompt tokens attend over what ours do. Then, for each batch size n, widest first,
-    `steps` steps in which n sequences feed one token each with logits. The ceilings the
-    scheduler's prompt and generation phases are compared with."""
-    from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, StepPlan
+) -> EngineReplay:
+    """The bare engine (`LlamaEngine`, no scheduler) doing what one round of ours did, as
+    llama-batched-bench counts it. The prompt: `tokens` (a prefix: instructions and
+    context) decoded once from position 0 in `n_batch` chunks and copied to the widest
+    batch's sequences, each of which evaluates `own_tokens` (a claim's own prompt) after
+    it in `n_batch` chunks without logits (the head follows, as in ours), so that its
+    tokens attend over what ours do. Then the round's generation steps: for each batch size
+    n, `steps_by_batch[n]` steps in which n sequences feed one token each with logits, a
+    sequence going back to the end of its prompt after `max_tokens` outputs, as a request
+    of ours ends within its budget. `widest`: the most sequences the prompt is copied to (at
+    least the widest batch)."""
+    from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, SeqTrim, StepPlan
 
-    widest = max(batch_sizes)
+    widest = max(widest, *steps_by_batch)
     prompt_len = len(tokens) + len(own_tokens)
     config = EngineConfig(
-        # one more step at the widest batch warms the engine up
-        n_ctx=len(tokens) + widest * (len(own_tokens) + 1) + steps * sum(batch_sizes) + 256,
+        n_ctx=len(tokens) + widest * (len(own_tokens) + max_tokens + 1) + 256,
         n_seq_max=widest + 1,
         n_threads=threads,
         n_gpu_layers=gpu_layers,
@@ -676,18 +745,20 @@ def bare_engine_tok_s(
         positions = [prompt_len] * widest
 
         def step(n_seqs: int) -> float:
-            plan = StepPlan(
-                tokens=[BatchToken(token, positions[seq], seq, True) for seq in range(n_seqs)]
-            )
+            plan = StepPlan()
             for seq in range(n_seqs):
+                if positions[seq] == prompt_len + max_tokens:  # the budget is spent
+                    plan.trims.append(SeqTrim(seq, prompt_len))
+                    positions[seq] = prompt_len
+                plan.tokens.append(BatchToken(token, positions[seq], seq, True))
                 positions[seq] += 1
             return engine.execute(plan).seconds
 
         step(widest)  # a warm-up, not counted
-        rates = {}
-        for n_seqs in sorted(set(batch_sizes), reverse=True):
-            rates[n_seqs] = n_seqs * steps / sum(step(n_seqs) for _ in range(steps))
-    return (len(prompt) + len(owns)) / prefill_seconds, rates
+        by_batch = {}
+        for n_seqs, steps in sorted(steps_by_batch.items(), reverse=True):
+            by_batch[n_seqs] = (steps, sum(step(n_seqs) for _ in range(steps)))
+    return EngineReplay((len(prompt) + len(owns)) / prefill_seconds, by_batch)
 
 
 def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) -> dict:

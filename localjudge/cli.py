@@ -976,15 +976,21 @@ def bench(
             )
             prefill, generation = way.against_engine()
             shares = [
-                f"{label} {share:.0%}"
-                for label, share in (("prefill", prefill), ("generation", generation))
+                f"{label} {share:.0%} ("
+                + ", ".join("-" if r[key] is None else f"{r[key]:.0%}" for r in way.engine_rounds)
+                + ")"
+                for label, key, share in (
+                    ("prefill", "prefill", prefill),
+                    ("generation", "generation", generation),
+                )
                 if share is not None
             ]
             console.print(
-                f"  ({way.way[0]}) the bare engine right after, on the"
-                f" {report.engine_prompt_tokens}-token prompt: prefill"
+                f"  ({way.way[0]}) the bare engine replaying each round right after it, on"
+                f" the {report.engine_prompt_tokens}-token prompt: prefill"
                 f" {way.engine_prefill_tok_s:.0f} tok/s, decode tok/s by sequences in the step"
-                f" {rates}; ours at the same shapes: " + (", ".join(shares) or "nothing to compare")
+                f" {rates}; ours, median of rounds (each round): "
+                + (", ".join(shares) or "nothing to compare")
             )
     if resolved.entry is not None and not resolved.entry.meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=resolved.name))

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from localjudge.bench import EngineReplay, WayResult, bare_engine_replay, round_shares
 from localjudge.bench_workloads import rag_items, workload_items
 from localjudge.cli import cli
+from localjudge.registry import resolve
+from localjudge.scheduler.stats import SchedulerStats
 
 
 def test_rag_workload_is_long_deterministic_and_half_unsupported():
@@ -24,6 +27,39 @@ def test_rag_workload_is_long_deterministic_and_half_unsupported():
         assert sum(claim in context for claim in claims) >= 3  # copied sentences
         assert sum(claim not in text for claim in claims) >= 2  # a number changed
     assert len(workload_items("rag", 200)) == 34  # as many items as 200 claims need
+
+
+def test_each_round_is_compared_with_its_own_replay_and_the_median_reported():
+    stats = SchedulerStats(
+        prompt_phase_tokens=1000,
+        prompt_phase_seconds=2.0,
+        generation_by_batch={32: (10, 1.0), 4: (5, 0.25)},
+    )
+    replay = EngineReplay(prefill_tok_s=400.0, by_batch={32: (10, 0.9), 4: (5, 0.2)})
+    shares = round_shares(stats, replay)
+    assert shares == {"prefill": 1.25, "generation": pytest.approx(1.1 / 1.25)}
+    # a round without prompt-only or generation steps has nothing to compare
+    assert round_shares(SchedulerStats(), replay) == {"prefill": None, "generation": None}
+    way = WayResult("c: scheduler x32", 32, 1.0, 0, 0, 0.0, 32)
+    assert way.against_engine() == (None, None)
+    way.engine_rounds = [
+        {"prefill": 0.9, "generation": 1.2},
+        {"prefill": None, "generation": 0.8},
+        {"prefill": 1.0, "generation": 0.95},
+    ]
+    assert way.against_engine() == (pytest.approx(0.95), 0.95)
+
+
+@pytest.mark.real
+def test_the_bare_engine_replays_the_steps_it_is_given():
+    replay = bare_engine_replay(
+        resolve().path, list(range(100, 140)), list(range(200, 210)), {3: 7, 1: 4},
+        widest=4, max_tokens=3, threads=None,
+    )  # fmt: skip
+    assert replay.prefill_tok_s > 0
+    assert replay.by_batch.keys() == {3, 1}
+    assert [steps for steps, _ in replay.by_batch.values()] == [7, 4]
+    assert all(seconds > 0 for _, seconds in replay.by_batch.values())
 
 
 @pytest.mark.real
@@ -53,12 +89,12 @@ def test_bench_ways_and_workloads_on_the_real_model():
     assert by_batch and all(1 <= int(n) <= 4 and rate > 0 for n, rate in by_batch.items())
     assert by_batch.keys() == ways["c"]["gen_steps_by_batch"].keys()
     assert single["engine_prompt_tokens"] > 300
-    # the bare engine ran right after each way, at the batch sizes its generation steps had
-    # 3 times or more (or at its slots)
+    # the bare engine replayed each way's one round right after it: the same generation
+    # steps, as many at each batch size
     for way in ways.values():
-        sizes = {n for n, steps in way["gen_steps_by_batch"].items() if steps >= 3} or {"4"}
-        assert set(way["engine_tok_s_by_batch"]) == sizes and way["engine_prefill_tok_s"] > 0
-        assert way["against_engine"]["generation"] > 0
+        assert way["engine_steps_by_batch"] == way["gen_steps_by_batch"]
+        assert way["engine_prefill_tok_s"] > 0 and len(way["engine_rounds"]) == 1
+        assert way["against_engine"]["generation"] == way["engine_rounds"][0]["generation"] > 0
     assert ways["c"]["against_engine"]["prefill"] > 0
     assert ways["w"]["against_engine"]["prefill"] is None  # a warm round evaluates no prompt
     # warm ways: the kept prompts (cells and logits) left nothing to evaluate
