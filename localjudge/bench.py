@@ -30,8 +30,7 @@ import gc
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -114,6 +113,7 @@ class WorkloadReport:
     workload: str
     ways: list[WayResult] = field(default_factory=list)
     engine_prompt_tokens: int = 0  # the bare engine's prompt: the workload's first claim's
+    batched_bench: BatchedBenchCheck | None = None  # with --llama-batched-bench
 
     def ratio(self, a: str, b: str) -> float | None:
         by_key = {w.way[0]: w for w in self.ways}
@@ -129,7 +129,6 @@ class _PeakRss:
         self._process = psutil.Process()
         self._interval = interval
         self._stop = threading.Event()
-        self._paused = threading.Lock()  # held while memory that is not ours is in use
         self.peak = 0
 
     def __enter__(self) -> _PeakRss:
@@ -140,15 +139,7 @@ class _PeakRss:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            with self._paused:
-                self.peak = max(self.peak, self._process.memory_info().rss)
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        """Not sampling: for a reference measured in this process beside the way."""
-        with self._paused:
             self.peak = max(self.peak, self._process.memory_info().rss)
-            yield
 
     def __exit__(self, *exc_info) -> None:
         self._stop.set()
@@ -267,8 +258,8 @@ def run_scheduler_way(
     one warm-up round is not counted and the judge has its default options: the prompt
     cache keeps the prefixes that round evaluated in host memory, and kept prompts (one per
     slot) keep its requests' prompts in the KV cache while they fit. `reference`: called
-    right after each round with its counters, while the judge idles (its memory is not
-    counted in the way's peak RSS): the bare engine replaying that round."""
+    right after each round with its counters, while the judge idles: the bare engine
+    replaying that round (in a process of its own: its memory is not the way's)."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
@@ -303,8 +294,7 @@ def run_scheduler_way(
             walls.append(time.perf_counter() - start)
             if reference is not None:
                 round_stats = judge.runtime.stats.since(round_before)
-                with rss.paused():
-                    replays.append((round_stats, reference(round_stats)))
+                replays.append((round_stats, reference(round_stats)))
             valid.append(
                 sum(
                     1
@@ -550,11 +540,14 @@ def run_bench(
     n_ctx: int = 8192,
     gpu_layers: int | None = None,
     llama_server: Path | None = None,
+    llama_batched_bench: Path | None = None,
     rounds: int = 1,
     progress: Callable[[str], None] = lambda message: None,
 ) -> list[WorkloadReport]:
     """Run the chosen ways on the chosen workloads. Our ways run first and outlines' last,
-    so memory or threads the baseline leaves behind cannot slow ours."""
+    so memory or threads the baseline leaves behind cannot slow ours. `llama_batched_bench`:
+    after our ways of each workload, llama-batched-bench and the bare engine in its shape,
+    at the 3 batch sizes that took our generation steps the most time."""
     resolved = resolve(model)
     # our ways load the registry entry by name, so they apply its adapters as ways a and s do
     judge_model = resolved.name if resolved.entry is not None else resolved.path
@@ -620,7 +613,7 @@ def run_bench(
             ) -> EngineReplay:
                 # the bare engine right after the round, so that both see the machine at
                 # the same speed (this VM's drifts by 20% within minutes)
-                return bare_engine_replay(
+                return bare_engine_replay_apart(
                     resolved.path,
                     *prompt,
                     {n: steps for n, (steps, _) in stats.generation_by_batch.items()},
@@ -647,6 +640,22 @@ def run_bench(
             )
             gc.collect()
             report.ways.append(result)
+        if llama_batched_bench is not None and report.ways:
+            seconds: dict[int, float] = {}  # n -> engine time of our ways' steps at n
+            for result in report.ways:
+                for n, steps in result.gen_steps_by_batch.items():
+                    seconds[n] = seconds.get(n, 0.0) + n * steps / result.gen_tok_s_by_batch[n]
+            sizes = sorted(seconds, key=seconds.__getitem__, reverse=True)[:3] or [slots]
+            progress(f"{report.workload}: llama-batched-bench and the bare engine at {sizes}")
+            report.batched_bench = check_against_batched_bench(
+                llama_batched_bench,
+                resolved.path,
+                bare_prompt_of[report.workload][0],
+                sizes,
+                threads=threads,
+                gpu_layers=gpu_layers,
+                adapters=resolved.adapters,
+            )
     if ("a" in ways or "s" in ways) and text_workloads:
         for report in reports:
             if report.workload == "scorer":
@@ -761,6 +770,150 @@ def bare_engine_replay(
     return EngineReplay((len(prompt) + len(owns)) / prefill_seconds, by_batch)
 
 
+def bare_engine_replay_apart(model_path: Path, *args, **kwargs) -> EngineReplay:
+    """`bare_engine_replay` in a Python process of its own, so that its memory (which the
+    allocator may keep after the engine closes) is not counted in a way's peak RSS."""
+    import subprocess
+    import sys
+
+    adapters = [(str(path), scale) for path, scale in kwargs.pop("adapters", ())]
+    call = {"model_path": str(model_path), "args": args, "kwargs": kwargs, "adapters": adapters}
+    run = subprocess.run(
+        [sys.executable, "-c", "from localjudge.bench import _replay_main; _replay_main()"],
+        input=json.dumps(call),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if run.returncode != 0:
+        raise RuntimeError(f"the bare engine's replay failed: {run.stderr[-1000:]}")
+    result = json.loads(run.stdout.splitlines()[-1])
+    by_batch = {int(n): (steps, seconds) for n, (steps, seconds) in result["by_batch"].items()}
+    return EngineReplay(result["prefill_tok_s"], by_batch)
+
+
+def _replay_main() -> None:
+    """The child process of `bare_engine_replay_apart`: the call as JSON on stdin, the
+    replay as JSON on the last line of stdout."""
+    import sys
+
+    call = json.loads(sys.stdin.read())
+    args = list(call["args"])
+    args[2] = {int(n): steps for n, steps in args[2].items()}  # steps_by_batch
+    adapters = tuple((Path(path), scale) for path, scale in call["adapters"])
+    replay = bare_engine_replay(
+        Path(call["model_path"]), *args, **call["kwargs"], adapters=adapters
+    )
+    print(json.dumps(asdict(replay)))
+
+
+@dataclass
+class BatchedBenchCheck:
+    """llama.cpp's `llama-batched-bench` and the bare engine in its shape, run alternately:
+    its shared prompt (`-pps`: the workload's first prefix from position 0, copied to every
+    sequence), then `steps` generation steps at each batch size. Shows that the bare engine,
+    the reference of each way's shares, runs at llama-batched-bench's speed."""
+
+    prompt_tokens: int
+    steps: int
+    batch_sizes: list[int]
+    # one entry per run of each, in the order run: {"prefill": tok/s, "generation": {n: tok/s}}
+    tool: list[dict] = field(default_factory=list)
+    engine: list[dict] = field(default_factory=list)
+
+    def engine_shares(self) -> dict:
+        """The bare engine's rates over llama-batched-bench's, run by run (each run against
+        the one right before it), median over runs."""
+        pairs = list(zip(self.engine, self.tool, strict=True))
+        return {
+            "prefill": _median([e["prefill"] / t["prefill"] for e, t in pairs]),
+            "generation": {
+                n: _median([e["generation"][n] / t["generation"][n] for e, t in pairs])
+                for n in self.batch_sizes
+            },
+        }
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"engine_shares": self.engine_shares()}
+
+
+def parse_batched_bench(output: str) -> dict:
+    """llama-batched-bench's `--output-format jsonl` rows (one per batch size, among log
+    lines) as {"prefill": median S_PP, "generation": {n: S_TG}}."""
+    rows = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    if not rows:
+        raise RuntimeError(f"llama-batched-bench printed no results: {output[-500:]}")
+    return {
+        "prefill": _median([row["speed_pp"] for row in rows]),
+        "generation": {int(row["pl"]): row["speed_tg"] for row in rows},
+    }
+
+
+def check_against_batched_bench(
+    binary: Path,
+    model_path: Path,
+    tokens: list[int],
+    batch_sizes: list[int],
+    *,
+    threads: int | None,
+    gpu_layers: int | None = None,
+    adapters: tuple[tuple[Path, float], ...] = (),
+    steps: int = 32,
+    repeats: int = 2,
+) -> BatchedBenchCheck:
+    """`repeats` runs of llama-batched-bench, each followed by the bare engine in the same
+    shape (`bare_engine_replay` with no claims), with the engine's settings: unified KV cache,
+    full SWA cache, n_batch 512, n_ubatch 256, the judge's threads and LoRA adapters."""
+    import subprocess
+
+    from localjudge.engine.llama import physical_cores
+
+    widest = max(batch_sizes)
+    command = [
+        str(binary),
+        "-m", str(model_path),
+        "-c", str(len(tokens) + widest * steps + 512),
+        "-b", "512",
+        "-ub", "256",
+        "-npp", str(len(tokens)),
+        "-ntg", str(steps),
+        "-npl", ",".join(map(str, sorted(batch_sizes))),
+        "-pps",
+        "-kvu",
+        "--swa-full",
+        "-t", str(threads or physical_cores()),
+        "--output-format", "jsonl",
+    ]  # fmt: skip
+    if gpu_layers is not None:
+        command += ["-ngl", str(gpu_layers)]
+    if adapters:
+        command += ["--lora-scaled", ",".join(f"{path}:{scale:g}" for path, scale in adapters)]
+    check = BatchedBenchCheck(len(tokens), steps, sorted(batch_sizes))
+    for _ in range(repeats):
+        run = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        if run.returncode != 0:
+            raise RuntimeError(f"llama-batched-bench failed: {run.stderr[-1000:]}")
+        check.tool.append(parse_batched_bench(run.stdout))
+        replay = bare_engine_replay_apart(
+            model_path,
+            tokens,
+            [],
+            {n: steps for n in batch_sizes},
+            widest=widest,
+            max_tokens=steps,
+            threads=threads,
+            gpu_layers=gpu_layers,
+            adapters=adapters,
+        )
+        check.engine.append(
+            {
+                "prefill": replay.prefill_tok_s,
+                "generation": {n: n * k / seconds for n, (k, seconds) in replay.by_batch.items()},
+            }
+        )
+    return check
+
+
 def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) -> dict:
     return {
         "model": model,
@@ -771,6 +924,7 @@ def reports_to_json(reports: list[WorkloadReport], *, model: str, meta: dict) ->
                 "ways": [w.to_dict() for w in r.ways],
                 **{f"ratio_{a}_over_{b}": r.ratio(a, b) for a, b in RATIO_PAIRS},
                 "engine_prompt_tokens": r.engine_prompt_tokens,
+                "llama_batched_bench": r.batched_bench and r.batched_bench.to_dict(),
             }
             for r in reports
         ],

@@ -858,6 +858,14 @@ def demo(model: str | None) -> None:
     help="A llama-server binary for way s (../shared/tools/build_llama_server.sh builds one).",
 )
 @click.option(
+    "--llama-batched-bench",
+    "llama_batched_bench",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A llama-batched-bench binary: after our ways of each workload, it runs alternately"
+    " with the bare engine in its shape, to show the bare engine at its speed.",
+)
+@click.option(
     "--rounds",
     default=1,
     show_default=True,
@@ -882,6 +890,7 @@ def bench(
     workloads,
     ways,
     llama_server,
+    llama_batched_bench,
     rounds,
     max_tokens,
     as_json,
@@ -916,6 +925,7 @@ def bench(
         n_ctx=n_ctx or 8192,
         gpu_layers=gpu_layers,
         llama_server=Path(llama_server) if llama_server else None,
+        llama_batched_bench=Path(llama_batched_bench) if llama_batched_bench else None,
         rounds=rounds,
         progress=progress,
     )
@@ -991,6 +1001,20 @@ def bench(
                 f" {way.engine_prefill_tok_s:.0f} tok/s, decode tok/s by sequences in the step"
                 f" {rates}; ours, median of rounds (each round): "
                 + (", ".join(shares) or "nothing to compare")
+            )
+        if report.batched_bench is not None:
+            check = report.batched_bench
+            shares = check.engine_shares()
+            tool = check.tool[-1]
+            console.print(
+                f"  llama-batched-bench -npp {check.prompt_tokens} -ntg {check.steps} -npl"
+                f" {','.join(map(str, check.batch_sizes))} -pps, alternated with the bare engine"
+                f" ({len(check.tool)} runs each; its last run, and the bare engine's median"
+                f" share): S_PP {tool['prefill']:.0f} tok/s ({shares['prefill']:.0%}); S_TG "
+                + ", ".join(
+                    f"at {n} {tool['generation'][n]:.0f} ({shares['generation'][n]:.0%})"
+                    for n in check.batch_sizes
+                )
             )
     if resolved.entry is not None and not resolved.entry.meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=resolved.name))

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from localjudge.bench import EngineReplay, WayResult, bare_engine_replay, round_shares
+from localjudge.bench import (
+    BatchedBenchCheck,
+    EngineReplay,
+    WayResult,
+    bare_engine_replay,
+    parse_batched_bench,
+    round_shares,
+)
 from localjudge.bench_workloads import rag_items, workload_items
 from localjudge.cli import cli
 from localjudge.registry import resolve
@@ -116,3 +123,45 @@ def test_llama_server_way():
     (single,) = json.loads(result.output)["workloads"]
     server = next(w for w in single["ways"] if w["way"].startswith("s"))
     assert server["claims"] == 4 and single["ratio_c_over_s"] > 0
+
+
+def test_llama_batched_bench_rows_and_the_bare_engines_share_of_them():
+    output = (
+        "main: n_kv_max = 4096\n"
+        '{"n_kv_max": 4096, "pp": 873, "tg": 32, "pl": 4, "speed_pp": 880.0, "speed_tg": 85.0}\n'
+        '{"n_kv_max": 4096, "pp": 873, "tg": 32, "pl": 32, "speed_pp": 860.0, "speed_tg": 250.0}\n'
+    )
+    tool = parse_batched_bench(output)
+    assert tool == {"prefill": 870.0, "generation": {4: 85.0, 32: 250.0}}
+    with pytest.raises(RuntimeError, match="no results"):
+        parse_batched_bench("error: failed to load model\n")
+    check = BatchedBenchCheck(873, 32, [4, 32], tool=[tool, tool])
+    check.engine = [
+        {"prefill": 870.0, "generation": {4: 85.0, 32: 225.0}},  # each against the run before
+        {"prefill": 783.0, "generation": {4: 93.5, 32: 250.0}},
+    ]
+    assert check.engine_shares() == {
+        "prefill": pytest.approx(0.95),
+        "generation": {4: pytest.approx(1.05), 32: pytest.approx(0.95)},
+    }
+
+
+@pytest.mark.skipif(
+    not os.environ.get("LLAMA_BATCHED_BENCH"), reason="LLAMA_BATCHED_BENCH names no binary"
+)
+@pytest.mark.real
+def test_llama_batched_bench_beside_the_bare_engine():
+    binary = Path(os.environ["LLAMA_BATCHED_BENCH"])
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "--ways", "c", "--claims", "4", "--workload", "single", "--slots", "4"]
+        + ["--llama-batched-bench", str(binary), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    (single,) = json.loads(result.output)["workloads"]
+    check = single["llama_batched_bench"]
+    assert len(check["tool"]) == len(check["engine"]) == 2
+    assert check["prompt_tokens"] < single["engine_prompt_tokens"]  # the prefix alone
+    assert 1 <= len(check["batch_sizes"]) <= 3
+    assert set(check["engine_shares"]["generation"]) == {str(n) for n in check["batch_sizes"]}
+    assert check["engine_shares"]["prefill"] > 0
