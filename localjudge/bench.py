@@ -64,6 +64,9 @@ class WayResult:
     tokens_forced: int | None = None  # output tokens appended by jump-forward (no logits)
     prefill_tok_s: float | None = None  # prompt tokens/s in steps that evaluated prompts
     prompt_phase_tok_s: float | None = None  # prompt tokens/s in steps of prompt tokens only
+    # the share of the rounds' wall time spent in the engine's decode calls (the rest is
+    # the scheduler's own work between them: grammar masks, choices, planning)
+    engine_busy: float | None = None
     # n -> output tokens/s of generation steps in which n sequences fed one token each
     gen_tok_s_by_batch: dict[int, float] = field(default_factory=dict)
     gen_steps_by_batch: dict[int, int] = field(default_factory=dict)  # n -> how many such steps
@@ -219,6 +222,7 @@ def _measured(
         tokens_forced=stats.num_forced_tokens // rounds,
         prefill_tok_s=stats.prefill_tokens_per_s,
         prompt_phase_tok_s=stats.prompt_phase_tokens_per_s,
+        engine_busy=stats.decode_seconds / sum(walls) if sum(walls) else None,
         gen_tok_s_by_batch={
             n: stats.generation_tokens_per_s_at(n) for n in sorted(stats.generation_by_batch)
         },

@@ -1001,6 +1001,7 @@ def bench(
                 f" {way.engine_prefill_tok_s:.0f} tok/s, decode tok/s by sequences in the step"
                 f" {rates}; ours, median of rounds (each round): "
                 + (", ".join(shares) or "nothing to compare")
+                + f"; our engine busy {way.engine_busy:.0%} of the rounds' wall time"
             )
         if report.batched_bench is not None:
             check = report.batched_bench

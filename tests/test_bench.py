@@ -100,6 +100,7 @@ def test_bench_ways_and_workloads_on_the_real_model():
     # steps, as many at each batch size
     for way in ways.values():
         assert way["engine_steps_by_batch"] == way["gen_steps_by_batch"]
+        assert 0 < way["engine_busy"] < 1
         assert way["engine_prefill_tok_s"] > 0 and len(way["engine_rounds"]) == 1
         assert way["against_engine"]["generation"] == way["engine_rounds"][0]["generation"] > 0
     assert ways["c"]["against_engine"]["prefill"] > 0
