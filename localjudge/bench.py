@@ -731,7 +731,7 @@ def bare_engine_replay(
     least the widest batch)."""
     from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, SeqTrim, StepPlan
 
-    widest = max(widest, *steps_by_batch)
+    widest = max([widest, *steps_by_batch])  # a round may have had no generation steps
     prompt_len = len(tokens) + len(own_tokens)
     config = EngineConfig(
         n_ctx=len(tokens) + widest * (len(own_tokens) + max_tokens + 1) + 256,
@@ -774,14 +774,29 @@ def bare_engine_replay(
     return EngineReplay((len(prompt) + len(owns)) / prefill_seconds, by_batch)
 
 
-def bare_engine_replay_apart(model_path: Path, *args, **kwargs) -> EngineReplay:
+def bare_engine_replay_apart(
+    model_path: Path,
+    tokens: list[int],
+    own_tokens: list[int],
+    steps_by_batch: dict[int, int],
+    *,
+    adapters: tuple[tuple[Path, float], ...] = (),
+    **options,
+) -> EngineReplay:
     """`bare_engine_replay` in a Python process of its own, so that its memory (which the
-    allocator may keep after the engine closes) is not counted in a way's peak RSS."""
+    allocator may keep after the engine closes) is not counted in a way's peak RSS.
+    `options`: its other keyword arguments."""
     import subprocess
     import sys
 
-    adapters = [(str(path), scale) for path, scale in kwargs.pop("adapters", ())]
-    call = {"model_path": str(model_path), "args": args, "kwargs": kwargs, "adapters": adapters}
+    call = {
+        "model_path": str(model_path),
+        "tokens": tokens,
+        "own_tokens": own_tokens,
+        "steps_by_batch": sorted(steps_by_batch.items()),
+        "adapters": [(str(path), scale) for path, scale in adapters],
+        "options": options,
+    }
     run = subprocess.run(
         [sys.executable, "-c", "from localjudge.bench import _replay_main; _replay_main()"],
         input=json.dumps(call),
@@ -802,11 +817,13 @@ def _replay_main() -> None:
     import sys
 
     call = json.loads(sys.stdin.read())
-    args = list(call["args"])
-    args[2] = {int(n): steps for n, steps in args[2].items()}  # steps_by_batch
-    adapters = tuple((Path(path), scale) for path, scale in call["adapters"])
     replay = bare_engine_replay(
-        Path(call["model_path"]), *args, **call["kwargs"], adapters=adapters
+        Path(call["model_path"]),
+        call["tokens"],
+        call["own_tokens"],
+        {n: steps for n, steps in call["steps_by_batch"]},
+        adapters=tuple((Path(path), scale) for path, scale in call["adapters"]),
+        **call["options"],
     )
     print(json.dumps(asdict(replay)))
 

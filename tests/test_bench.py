@@ -15,6 +15,7 @@ from localjudge.bench import (
     EngineReplay,
     WayResult,
     bare_engine_replay,
+    bare_engine_replay_apart,
     parse_batched_bench,
     round_shares,
 )
@@ -67,6 +68,12 @@ def test_the_bare_engine_replays_the_steps_it_is_given():
     assert replay.by_batch.keys() == {3, 1}
     assert [steps for steps, _ in replay.by_batch.values()] == [7, 4]
     assert all(seconds > 0 for _, seconds in replay.by_batch.values())
+    # in a process of its own, as bench runs it; a round without generation steps
+    apart = bare_engine_replay_apart(
+        resolve().path, list(range(100, 140)), list(range(200, 210)), {},
+        widest=2, max_tokens=3, threads=None,
+    )  # fmt: skip
+    assert apart.prefill_tok_s > 0 and apart.by_batch == {}
 
 
 @pytest.mark.real
