@@ -204,12 +204,11 @@ def _measured(
     (token counts per round), with the bare engine's replays of its rounds: (the round's
     counters, the replay)."""
     rounds = len(walls)
-    engine_steps: dict[int, list[float]] = {}  # n -> [steps, seconds] over all replays
+    engine = EngineReplay(0.0, {})  # all replays' generation steps together
     for _, replay in replays:
         for n, (steps, seconds) in replay.by_batch.items():
-            totals = engine_steps.setdefault(n, [0, 0.0])
-            totals[0] += steps
-            totals[1] += seconds
+            steps_before, seconds_before = engine.by_batch.get(n, (0, 0.0))
+            engine.by_batch[n] = (steps_before + steps, seconds_before + seconds)
     return WayResult(
         way=label,
         claims=units,
@@ -232,10 +231,8 @@ def _measured(
         engine_prefill_tok_s=(
             _median([replay.prefill_tok_s for _, replay in replays]) if replays else None
         ),
-        engine_tok_s_by_batch={
-            n: n * steps / seconds for n, (steps, seconds) in sorted(engine_steps.items())
-        },
-        engine_steps_by_batch={n: steps for n, (steps, _) in sorted(engine_steps.items())},
+        engine_tok_s_by_batch=engine.tok_s_by_batch(),
+        engine_steps_by_batch={n: steps for n, (steps, _) in sorted(engine.by_batch.items())},
         engine_rounds=[round_shares(stats, replay) for stats, replay in replays],
         rounds=walls,
     )
@@ -361,6 +358,22 @@ def server_ctx(slots: int, prompts: list[str], max_tokens: int, n_ctx: int) -> i
     return max(n_ctx, slots * (max(len(p) for p in prompts) // 3 + max_tokens + 64))
 
 
+def _llama_tool_options(
+    threads: int | None, gpu_layers: int | None, adapters: tuple[tuple[Path, float], ...]
+) -> list[str]:
+    """The options that give a llama.cpp tool (llama-server, llama-batched-bench) our
+    engine's settings: the unified KV cache with the full SWA cache, micro-batches of 256,
+    the judge's threads, GPU layers and LoRA adapters (as our engine applies them)."""
+    from localjudge.engine.llama import physical_cores
+
+    options = ["-ub", "256", "-kvu", "--swa-full", "-t", str(threads or physical_cores())]
+    if gpu_layers is not None:
+        options += ["-ngl", str(gpu_layers)]
+    if adapters:
+        options += ["--lora-scaled", ",".join(f"{path}:{scale:g}" for path, scale in adapters)]
+    return options
+
+
 def run_llama_server_way(
     binary: Path,
     model_path: Path,
@@ -385,8 +398,6 @@ def run_llama_server_way(
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
-    from localjudge.engine.llama import physical_cores
-
     schema = load_schema(SCHEMA)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -398,16 +409,9 @@ def run_llama_server_way(
         "--port", str(port),
         "-np", str(slots),
         "-c", str(server_ctx(slots, prompts, max_tokens, n_ctx)),
-        "-t", str(threads or physical_cores()),
-        "-ub", "256",
-        "-kvu",
-        "--swa-full",
         "--no-webui",
     ]  # fmt: skip
-    if gpu_layers is not None:
-        command += ["-ngl", str(gpu_layers)]
-    if adapters:  # the judge's LoRA adapters, as our engine applies them
-        command += ["--lora-scaled", ",".join(f"{path}:{scale:g}" for path, scale in adapters)]
+    command += _llama_tool_options(threads, gpu_layers, adapters)
     log = tempfile.TemporaryFile()  # noqa: SIM115 (closed below); a file never blocks the server
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
@@ -706,6 +710,10 @@ class EngineReplay:
     prefill_tok_s: float  # the round's prompt shapes (see `bare_engine_replay`)
     by_batch: dict[int, tuple[int, float]]  # n -> (steps, seconds) of its generation steps
 
+    def tok_s_by_batch(self) -> dict[int, float]:
+        """n -> output tokens/s of its generation steps at n."""
+        return {n: n * steps / seconds for n, (steps, seconds) in sorted(self.by_batch.items())}
+
 
 def bare_engine_replay(
     model_path: Path,
@@ -887,28 +895,19 @@ def check_against_batched_bench(
     full SWA cache, n_batch 512, n_ubatch 256, the judge's threads and LoRA adapters."""
     import subprocess
 
-    from localjudge.engine.llama import physical_cores
-
     widest = max(batch_sizes)
     command = [
         str(binary),
         "-m", str(model_path),
         "-c", str(len(tokens) + widest * steps + 512),
         "-b", "512",
-        "-ub", "256",
         "-npp", str(len(tokens)),
         "-ntg", str(steps),
         "-npl", ",".join(map(str, sorted(batch_sizes))),
         "-pps",
-        "-kvu",
-        "--swa-full",
-        "-t", str(threads or physical_cores()),
         "--output-format", "jsonl",
     ]  # fmt: skip
-    if gpu_layers is not None:
-        command += ["-ngl", str(gpu_layers)]
-    if adapters:
-        command += ["--lora-scaled", ",".join(f"{path}:{scale:g}" for path, scale in adapters)]
+    command += _llama_tool_options(threads, gpu_layers, adapters)
     check = BatchedBenchCheck(len(tokens), steps, sorted(batch_sizes))
     for _ in range(repeats):
         run = subprocess.run(command, capture_output=True, text=True, timeout=1800)
@@ -929,7 +928,7 @@ def check_against_batched_bench(
         check.engine.append(
             {
                 "prefill": replay.prefill_tok_s,
-                "generation": {n: n * k / seconds for n, (k, seconds) in replay.by_batch.items()},
+                "generation": replay.tok_s_by_batch(),
             }
         )
     return check

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -118,17 +117,22 @@ def test_bench_ways_and_workloads_on_the_real_model():
     assert all(0 <= w["valid"] <= w["claims"] == 4 for w in scorer["ways"])
 
 
-@pytest.mark.skipif(not os.environ.get("LLAMA_SERVER"), reason="LLAMA_SERVER names no binary")
-@pytest.mark.real
-def test_llama_server_way():
-    binary = Path(os.environ["LLAMA_SERVER"])
+def _bench_single(ways: str, *options: str) -> dict:
+    """`bench --json` on 4 claims of the single workload with 4 slots: its one workload."""
     result = CliRunner().invoke(
         cli,
-        ["bench", "--ways", "cs", "--claims", "4", "--workload", "single", "--slots", "4"]
-        + ["--llama-server", str(binary), "--json"],
+        ["bench", "--ways", ways, "--claims", "4", "--workload", "single", "--slots", "4"]
+        + [*options, "--json"],
     )
     assert result.exit_code == 0, result.output
     (single,) = json.loads(result.output)["workloads"]
+    return single
+
+
+@pytest.mark.skipif(not os.environ.get("LLAMA_SERVER"), reason="LLAMA_SERVER names no binary")
+@pytest.mark.real
+def test_llama_server_way():
+    single = _bench_single("cs", "--llama-server", os.environ["LLAMA_SERVER"])
     server = next(w for w in single["ways"] if w["way"].startswith("s"))
     assert server["claims"] == 4 and single["ratio_c_over_s"] > 0
 
@@ -159,14 +163,7 @@ def test_llama_batched_bench_rows_and_the_bare_engines_share_of_them():
 )
 @pytest.mark.real
 def test_llama_batched_bench_beside_the_bare_engine():
-    binary = Path(os.environ["LLAMA_BATCHED_BENCH"])
-    result = CliRunner().invoke(
-        cli,
-        ["bench", "--ways", "c", "--claims", "4", "--workload", "single", "--slots", "4"]
-        + ["--llama-batched-bench", str(binary), "--json"],
-    )
-    assert result.exit_code == 0, result.output
-    (single,) = json.loads(result.output)["workloads"]
+    single = _bench_single("c", "--llama-batched-bench", os.environ["LLAMA_BATCHED_BENCH"])
     check = single["llama_batched_bench"]
     assert len(check["tool"]) == len(check["engine"]) == 2
     assert check["prompt_tokens"] < single["engine_prompt_tokens"]  # the prefix alone
