@@ -39,7 +39,7 @@ import psutil
 
 from localjudge.bench_workloads import workload_items
 from localjudge.grammar import load_schema
-from localjudge.judge import DEFAULT_PROMPT_CACHE_MIB, Judge
+from localjudge.judge import Judge
 from localjudge.prompts import claim_verdict_prompt
 from localjudge.registry import resolve
 from localjudge.scheduler.stats import SchedulerStats
@@ -271,7 +271,7 @@ def run_scheduler_way(
             n_ctx=n_ctx,
             n_threads=threads,
             n_gpu_layers=gpu_layers,
-            prompt_cache_mib=DEFAULT_PROMPT_CACHE_MIB if warm else 0,
+            prompt_cache_mib=None if warm else 0,  # None: the default
             keep_prompts=None if warm else 0,  # None: the default
         ) as judge,
     ):
@@ -569,7 +569,12 @@ def run_bench(
     bare_prompt_of: dict[str, tuple[list[int], list[int]]] = {}
     if text_workloads:
         with Judge.load(
-            resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
+            resolved.path,
+            slots=1,
+            max_prefixes=2,
+            n_ctx=2048,
+            n_threads=threads,
+            prefill_cells=0,  # it only tokenizes
         ) as judge:
             for name in text_workloads:
                 pairs = [("".join(prefix), own) for prefix, own in _prompts(judge, items_of[name])]

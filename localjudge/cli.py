@@ -732,7 +732,14 @@ def eval_command(
     default=None,
     type=click.FloatRange(0),
     help="Host memory for saved prompt prefixes: a context sent again is restored, not "
-    "evaluated again (default 512; 0: off).",
+    "evaluated again (default: 512 less the prefill context's KV cache; 0: off).",
+)
+@click.option(
+    "--prefill-cells",
+    default=None,
+    type=click.IntRange(0),
+    help="KV cells of the context where long shared prefixes (1,024+ tokens) are evaluated "
+    "apart, over their own cells only (default: 4096 on CPU, 0 with GPU offload; 0: off).",
 )
 def serve(
     model,
@@ -746,6 +753,7 @@ def serve(
     max_body_mb,
     request_timeout,
     prompt_cache_mib,
+    prefill_cells,
 ):
     """Serve the scorers over HTTP on one loaded judge: GET /v1/scorers,
     POST /v1/scorers/{name}/run, POST /v1/evals (NDJSON), GET /health, GET /metrics.
@@ -765,7 +773,7 @@ def serve(
         check_binding(host, api_key)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    from localjudge.judge import DEFAULT_PROMPT_CACHE_MIB, DEFAULT_SLOTS, Judge
+    from localjudge.judge import DEFAULT_SLOTS, Judge
 
     judge = Judge.load(
         model,
@@ -776,7 +784,8 @@ def serve(
         n_ctx=n_ctx,
         n_threads=threads,
         cache_prefixes=True,  # requests that start with the same tokens skip that prefill
-        prompt_cache_mib=DEFAULT_PROMPT_CACHE_MIB if prompt_cache_mib is None else prompt_cache_mib,
+        prompt_cache_mib=prompt_cache_mib,  # None: the default
+        prefill_cells=prefill_cells,
     )
     app = create_app(
         judge,

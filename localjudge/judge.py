@@ -18,6 +18,7 @@ from pathlib import Path
 
 from localjudge.engine import EngineConfig, LlamaEngine
 from localjudge.engine.base import Engine
+from localjudge.engine.llama import gpu_offload_available
 from localjudge.errors import GenerationError, ModelError
 from localjudge.grammar import (
     CompiledGrammar,
@@ -45,6 +46,10 @@ AUTO_PREFIX_TOKENS = 32  # shortest token prefix worth a shared group of its own
 # host memory for saved prefix states (the prompt cache); a ~2,000-token context of the
 # embedded model takes ~36 MiB
 DEFAULT_PROMPT_CACHE_MIB = 512
+# KV cells of the context where long shared prefixes are evaluated apart (`Judge.load`):
+# a context of up to this many tokens, with its instructions, is prefilled without reading
+# the cells of the other contexts alive
+DEFAULT_PREFILL_CELLS = 4096
 MAX_SEQUENCES = 256  # llama.cpp's limit of sequences in one context (LLAMA_MAX_SEQ)
 
 
@@ -117,10 +122,13 @@ class Judge:
         model: ResolvedModel | None = None,
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
-        prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
+        prompt_cache_mib: float | None = None,
         keep_prompts: int | None = None,
     ) -> None:
         keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
+        prefill_bytes = getattr(engine, "prefill_bytes", 0)  # engines without one: 0
+        if prompt_cache_mib is None:  # the default host memory for prompts, both kinds
+            prompt_cache_mib = max(0.0, DEFAULT_PROMPT_CACHE_MIB - prefill_bytes / (1 << 20))
         if not prompt_cache_mib >= 0:
             raise ValueError(f"prompt_cache_mib must be 0 or more, not {prompt_cache_mib!r}")
         self.engine = engine
@@ -153,6 +161,7 @@ class Judge:
                 auto_prefix=AUTO_PREFIX_TOKENS if cache_prefixes else 0,
                 prompt_cache_bytes=int(prompt_cache_mib * (1 << 20)),
                 max_kept_prompts=keep_prompts,
+                prefill_cells=getattr(engine, "prefill_cells", 0),  # engines without one: 0
             )
             self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
         except BaseException:
@@ -176,25 +185,32 @@ class Judge:
         cache_prefixes: bool = False,
         adapter: str | Path | None = None,
         adapter_scale: float = 1.0,
-        prompt_cache_mib: float = DEFAULT_PROMPT_CACHE_MIB,
+        prompt_cache_mib: float | None = None,
         keep_prompts: int | None = None,
+        prefill_cells: int | None = None,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
-        fake judge instead, for tests of everything above the engine. `cache_prefixes`
-        keeps evaluated shared prefixes after their last request, and lets requests that
-        name no prefix share their longest common token prefix with any request before
-        them (a server's choice: requests that start the same way skip that prefill).
-        `adapter`: a GGUF LoRA adapter applied to every sequence (beside any the registry
-        entry names). `prompt_cache_mib`: host memory for the prompt cache, where a shared
-        prefix (instructions, a context) is saved when it leaves the KV cache, so a later
-        request with the same prefix restores its cells instead of evaluating it again
-        (0: off). `keep_prompts`: how many finished requests' prompts stay in the KV cache with
-        the logits at their last token (least recently used out first, whenever cells are
-        needed), so that the same request sent again evaluates nothing and starts from the
-        very numbers the first one read (None, the default: one per slot, as many as
-        llama.cpp's sequence limit allows; 0: off). Each costs a row of logits in host
-        memory (vocabulary size x 4 bytes: 1 MiB for Gemma 3)."""
+        fake judge instead, for tests of everything above the engine. `cache_prefixes` keeps
+        evaluated shared prefixes after their last request, and lets requests that name no
+        prefix share their longest common token prefix with any request before them (a
+        server's choice: requests that start the same way skip that prefill). `adapter`: a
+        GGUF LoRA adapter applied to every sequence (beside any the registry entry names).
+        `prompt_cache_mib`: host memory for the prompt cache, where a shared prefix
+        (instructions, a context) is saved when it leaves the KV cache, so a later request
+        with the same prefix restores its cells instead of evaluating it again (None, the
+        default: `DEFAULT_PROMPT_CACHE_MIB` less the prefill context's KV cache, so that the
+        two together take the same host memory; 0: off). `keep_prompts`: how many finished
+        requests' prompts stay in the KV cache with the logits at their last token (least
+        recently used out first, whenever cells are needed), so that the same request sent
+        again evaluates nothing and starts from the very numbers the first one read (None,
+        the default: one per slot, as many as llama.cpp's sequence limit allows; 0: off).
+        Each costs a row of logits in host memory (vocabulary size x 4 bytes: 1 MiB for
+        Gemma 3). `prefill_cells`: the KV cells of a second, small llama.cpp context where
+        long shared prefixes (an item's context) are evaluated apart and then moved in:
+        there, their tokens attend over their own cells only, not over the cells of every
+        other context alive (None, the default: `DEFAULT_PREFILL_CELLS` when no layer is
+        offloaded to a GPU, else 0; 0: off)."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge
@@ -221,8 +237,14 @@ class Judge:
                 raise ModelError(f"adapter file not found: {adapter}")
             adapters += ((adapter, float(adapter_scale)),)
             name = f"{name}+{adapter.stem}"  # another judge: its own calibrations
+        if prefill_cells is None:
+            on_gpu = n_gpu_layers != 0 and (n_gpu_layers is not None or gpu_offload_available())
+            prefill_cells = 0 if on_gpu else DEFAULT_PREFILL_CELLS
+        if prefill_cells < 0:
+            raise ValueError(f"prefill_cells must be 0 or more, not {prefill_cells!r}")
         config = EngineConfig(
             adapters=adapters,
+            n_ctx_prefill=prefill_cells,
             n_ctx=n_ctx or int(recommended.get("n_ctx", 8192)),
             n_seq_max=slots + max_prefixes + keep_prompts,
             n_batch=n_batch,

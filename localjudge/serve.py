@@ -147,6 +147,8 @@ def metrics_text(judge: Judge, counters: Counters) -> str:
         f"localjudge_kept_prompts_used_total {stats.num_kept_prompts_used}",
         "# TYPE localjudge_kept_prompts_restored_total counter",
         f"localjudge_kept_prompts_restored_total {stats.num_kept_prompts_restored}",
+        "# TYPE localjudge_prompt_tokens_apart_total counter",
+        f"localjudge_prompt_tokens_apart_total {stats.num_tokens_apart}",
         "# TYPE localjudge_requests_in_flight gauge",
         f"localjudge_requests_in_flight {counters.in_flight}",
         "# TYPE localjudge_requests_total counter",

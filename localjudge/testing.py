@@ -70,7 +70,7 @@ class FakeJudge(Judge):
         step_seconds: float = 0.0,
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
-        prompt_cache_mib: float = 0,
+        prompt_cache_mib: float | None = 0,
         keep_prompts: int | None = None,
     ) -> None:
         engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)

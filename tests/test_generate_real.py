@@ -230,12 +230,12 @@ def two_rounds(judge, parts):
     return first, second, before, judge.runtime.stats
 
 
-def assert_same_verdicts(results, others):
-    """The same verdicts, and P(yes) within 0.02."""
+def assert_same_verdicts(results, others, within=0.02):
+    """The same verdicts, and P(yes) `within` each other."""
     for a, b in zip(results, others, strict=True):
         assert a.value["verdict"] == b.value["verdict"]
         p, q = a.choice("verdict").probabilities, b.choice("verdict").probabilities
-        assert abs(p["yes"] - q["yes"]) < 0.02
+        assert abs(p["yes"] - q["yes"]) < within
 
 
 def test_prompt_cache_restores_a_saved_context_on_the_real_engine():
@@ -381,3 +381,47 @@ def test_restored_contexts_share_the_instructions_on_the_real_engine():
         assert evaluated == sum(r.counts.prompt_evaluated for r in second) < 4 * 20
         assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)
     assert_same_verdicts(first, second)
+
+
+def test_long_contexts_evaluated_apart_give_the_verdicts_of_the_batch_on_the_real_engine(
+    monkeypatch,
+):
+    from localjudge import Judge
+    from localjudge.bench_workloads import rag_items
+    from localjudge.scheduler import core
+
+    monkeypatch.setattr(core, "MIN_APART_TOKENS", 256)  # shorter contexts: a faster test
+
+    items = [(context[:14], claims[:2]) for context, claims in rag_items(3)]  # ~320 tokens each
+    parts = [claim_verdict_prompt(context, claim) for context, claims in items for claim in claims]
+    runs = {}
+    # the bare base model, whose flat P(yes) moves little between batch shapes (see above);
+    # 0: every prefix in the batch; 1024: the instructions and the contexts apart; 512: a
+    # context with its instructions does not fit, the instructions alone do
+    for cells in (0, 1024, 512):
+        with Judge.load(
+            "gemma-3-270m", slots=4, n_ctx=4096, prompt_cache_mib=0, prefill_cells=cells
+        ) as judge:
+            requests = [judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
+            results = judge.generate_many(requests)
+            stats = judge.runtime.stats
+            instructions = len(judge.tokenize(requests[0].prefix_segments[0]))
+            contexts = [
+                len(judge.tokenize("".join(r.prefix_segments))) - instructions
+                for r in requests[::2]
+            ]
+            assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)
+        runs[cells] = results, stats
+    assert instructions <= 512 < instructions + min(contexts) and min(contexts) >= 256
+    assert instructions + max(contexts) <= 1024
+    (plain, plain_stats), (apart, apart_stats), (some, some_stats) = runs[0], runs[1024], runs[512]
+    assert plain_stats.num_tokens_apart == 0
+    assert apart_stats.num_tokens_apart == instructions + sum(contexts)
+    assert some_stats.num_tokens_apart == instructions
+    for stats in (apart_stats, some_stats):  # the same tokens evaluated, wherever
+        assert stats.num_prompt_tokens == plain_stats.num_prompt_tokens
+    # the contexts' cells come from other batch shapes: behind 820-token prompts, P(yes)
+    # moves by up to 0.027 between 4 and 2 slots with every prefix in the batch (measured)
+    assert_same_verdicts(plain, apart, within=0.04)
+    # the instructions evaluated alone from position 0, as in the batch's first steps
+    assert [r.text for r in some] == [r.text for r in plain]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 
@@ -9,7 +10,13 @@ import pytest
 
 from localjudge.errors import GenerationError, PromptTooLongError, RequestCancelled
 from localjudge.grammar import compile_grammar, load_schema
-from localjudge.scheduler import BatchRuntime, GenerationRequest, Scheduler, split_shared_prefix
+from localjudge.scheduler import (
+    BatchRuntime,
+    GenerationRequest,
+    Scheduler,
+    core,
+    split_shared_prefix,
+)
 from localjudge.testing import FakeEngine, assert_scheduler_idle
 
 PREFIX = "Context: the sky is blue and grass is green.\n"
@@ -27,7 +34,7 @@ def grammar(fake_vocabulary, tmp_home):
 
 
 def make_runtime(vocabulary, script=verdict_script, **kwargs):
-    engine = FakeEngine(script)
+    engine = FakeEngine(script, prefill_cells=kwargs.get("prefill_cells", 0))
     options = {"n_ctx": 4000, "max_num_seqs": 4, "max_num_prefixes": 2, "token_budget": 64} | kwargs
     scheduler = Scheduler(vocabulary=vocabulary, **options)
     return engine, scheduler, BatchRuntime(engine, scheduler, engine.tokenize)
@@ -549,8 +556,12 @@ def test_a_request_sent_again_while_its_prompt_is_split_is_served(fake_vocabular
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_auto_prefix_random_arrivals_evictions_and_cancels(fake_vocabulary, grammar, seed):
+def test_auto_prefix_random_arrivals_evictions_and_cancels(
+    fake_vocabulary, grammar, seed, monkeypatch
+):
     import random
+
+    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
 
     rng = random.Random(seed)
     stems = ["", CONTEXT, CONTEXT[:40], CONTEXT + "Extra: the moon is far.\n", "Short.\n"]
@@ -562,6 +573,7 @@ def test_auto_prefix_random_arrivals_evictions_and_cancels(fake_vocabulary, gram
         token_budget=rng.choice([7, 16, 64]),
         auto_prefix=rng.choice([1, 4, 16]),
         max_kept_prompts=(0, 1, 3, 8)[seed % 4],  # not from rng: the streams stay as they were
+        prefill_cells=(0, 300, 4000)[seed % 3],  # only named prefixes go apart: none here
     )
 
     def new_request(n):
@@ -656,6 +668,40 @@ def run_round(scheduler, runtime, engine, requests):
         scheduler.add(runtime.tokenize_request(request))
     outcomes = drive(scheduler, engine)
     return [outcomes[r.request_id] for r in requests]
+
+
+def test_long_prefixes_are_evaluated_apart_and_moved_in(fake_vocabulary, grammar, monkeypatch):
+    """With a prefill context, the rules and each item's context are evaluated there, chunk
+    by chunk, and their cells moved into their sequences: the same results and counts as
+    in the batch, and no prefix token in any batch."""
+    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
+    runs = {}
+    for cells in (0, 4000):
+        engine, scheduler, runtime = make_runtime(
+            fake_vocabulary, max_num_prefixes=4, prefill_cells=cells
+        )
+        results = run_round(scheduler, runtime, engine, item_requests(grammar, range(3), 3))
+        assert engine.kv == {} and not scheduler.groups and scheduler.num_reserved_cells == 0
+        runs[cells] = (engine, scheduler, results)
+    (plain, plain_scheduler, expected), (engine, scheduler, results) = runs[0], runs[4000]
+    assert [r.value for r in results] == [r.value for r in expected]
+    assert [r.counts for r in results] == [r.counts for r in expected]
+    assert scheduler.stats.num_prompt_tokens == plain_scheduler.stats.num_prompt_tokens
+    items = [runtime.tokenize_request(r) for r in item_requests(grammar, range(3))]
+    rules = items[0].level_keys[0]
+    contexts = {item.level_keys[1] for item in items}
+    prefills = [p for plan in engine.plans for p in plan.prefills]
+    assert {p.key for p in prefills} == {rules} | contexts
+    for key, parent_len in [(rules, 0)] + [(key, len(rules)) for key in contexts]:
+        chunks = [p for p in prefills if p.key == key]  # in order, each token once
+        bounds = [parent_len] + [p.end for p in chunks]
+        assert [(p.start, p.end) for p in chunks] == list(itertools.pairwise(bounds))
+        assert bounds[-1] == len(key) and all(p.end - p.start <= 64 for p in chunks)
+        assert all(p.parent_len == parent_len for p in chunks)
+        assert len(chunks) > 1  # the budget of 64 tokens cuts them
+    groups = range(4, 8)  # the prefix groups' sequence ids: after the 4 slots'
+    assert not [t for plan in engine.plans for t in plan.tokens if t.seq_id in groups]
+    assert [t for plan in plain.plans for t in plan.tokens if t.seq_id in groups]
 
 
 def test_prompt_cache_is_bounded_by_bytes_least_recently_used_first():
@@ -804,8 +850,12 @@ def test_an_engine_failure_drops_the_saved_states(fake_vocabulary, grammar):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_prompt_cache_random_arrivals_evictions_and_cancels(fake_vocabulary, grammar, seed):
+def test_prompt_cache_random_arrivals_evictions_and_cancels(
+    fake_vocabulary, grammar, seed, monkeypatch
+):
     import random
+
+    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
 
     rng = random.Random(seed)
     engine, scheduler, runtime = make_runtime(
@@ -817,6 +867,7 @@ def test_prompt_cache_random_arrivals_evictions_and_cancels(fake_vocabulary, gra
         cache_prefixes=rng.random() < 0.5,
         prompt_cache_bytes=rng.choice([3000, 6000, 1 << 20]),
         max_kept_prompts=seed % 2,  # not from rng: the seeds' streams stay as they were
+        prefill_cells=(0, 300, 4000)[seed % 3],  # 300: the rules go apart, reports do not fit
     )
 
     def new_request(n):
@@ -1028,8 +1079,12 @@ def test_engine_failure_with_kept_prompts_starts_every_pool_afresh(fake_vocabula
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_kept_prompts_random_arrivals_evictions_and_cancels(fake_vocabulary, grammar, seed):
+def test_kept_prompts_random_arrivals_evictions_and_cancels(
+    fake_vocabulary, grammar, seed, monkeypatch
+):
     import random
+
+    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
 
     rng = random.Random(seed)
     engine, scheduler, runtime = make_runtime(
@@ -1041,6 +1096,7 @@ def test_kept_prompts_random_arrivals_evictions_and_cancels(fake_vocabulary, gra
         cache_prefixes=rng.random() < 0.5,
         prompt_cache_bytes=rng.choice([0, 6000]),
         max_kept_prompts=rng.choice([1, 2, 8]),
+        prefill_cells=(0, 300, 4000)[seed % 3],
     )
 
     def new_request(n):  # few distinct requests: most are sent again

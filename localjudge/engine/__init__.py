@@ -4,6 +4,7 @@ from localjudge.engine.gguf import GGUFHeader, read_gguf_header
 from localjudge.engine.llama import EngineConfig, LlamaEngine, llama_build_info
 from localjudge.engine.plan import (
     BatchToken,
+    PrefixPrefill,
     SeqCopy,
     SeqRestore,
     SeqTrim,
@@ -16,6 +17,7 @@ __all__ = [
     "EngineConfig",
     "GGUFHeader",
     "LlamaEngine",
+    "PrefixPrefill",
     "SeqCopy",
     "SeqRestore",
     "SeqTrim",

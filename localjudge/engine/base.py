@@ -27,6 +27,7 @@ class Engine(Protocol):
     eos_id: int  # the end-of-sequence token
     eog_ids: frozenset[int]  # every token that ends a generation (EOS, end of turn, ...)
     chat_template: str | None  # the model's own chat template, if it has one
+    prefill_cells: int  # the longest prefix its prefill context evaluates apart (0: none)
 
     @property
     def cache_key(self) -> str | None:
@@ -48,8 +49,8 @@ class Engine(Protocol):
         """The prompt text of `messages`: the chat template, or plain completion."""
 
     def execute(self, plan: StepPlan) -> StepOutput:
-        """State saves, removals, state restores, prefix copies, then one batch; the logits
-        rows that were asked for and the saved states."""
+        """State saves, removals, trims, state restores, prefix copies, prefixes evaluated
+        apart, then one batch; the logits rows that were asked for and the saved states."""
 
     def clear(self) -> None:
         """Drop every sequence's KV cells (after a failed step)."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from localjudge.engine.plan import StepOutput, StepPlan
+from localjudge.engine.plan import PrefixPrefill, StepOutput, StepPlan
 from localjudge.engine.template import render_completion
 from localjudge.errors import GenerationError, ModelError
 
@@ -93,6 +93,7 @@ class FakeEngine:
         step_seconds: float = 0.0,
         n_ctx: int = 20000,
         shape_noise: float = 0.0,
+        prefill_cells: int = 0,
     ) -> None:
         self.tokenizer = tokenizer or FakeTokenizer()
         self.step_seconds = step_seconds  # emulated device time per step
@@ -102,6 +103,9 @@ class FakeEngine:
         self.script = script
         self.markers = (marker,) if isinstance(marker, str) else tuple(marker)
         self.kv: dict[int, list[int]] = {}
+        # the prefill context: the longest prefix it takes, and the tokens it holds
+        self.prefill_cells = prefill_cells
+        self.apart: list[int] = []
         self.plans: list[StepPlan] = []
         self.n_vocab = self.tokenizer.n_vocab
         self.n_ctx = n_ctx
@@ -124,6 +128,7 @@ class FakeEngine:
 
     def clear(self) -> None:
         self.kv.clear()
+        self.apart = []
 
     def close(self) -> None:
         self.closed = True
@@ -161,6 +166,8 @@ class FakeEngine:
             cells = self.kv.setdefault(copy.dst, [])
             cells.extend([None] * (copy.p1 - len(cells)))
             cells[copy.p0 : copy.p1] = source[copy.p0 : copy.p1]
+        for prefill in plan.prefills:
+            self._prefill_apart(prefill)
         rows = []
         for item in plan.tokens:
             cells = self.kv.setdefault(item.seq_id, [])
@@ -178,6 +185,24 @@ class FakeEngine:
             ramp = np.arange(self.n_vocab, dtype=np.float32) / self.n_vocab
             logits += np.float32(self.shape_noise * len(plan.tokens)) * ramp
         return StepOutput(logits=logits, states=states)
+
+    def _prefill_apart(self, item: PrefixPrefill) -> None:
+        """As llama.cpp's prefill context: a new prefix starts from its parent's cells (read
+        from the main cache), chunks continue it, the last moves its own cells out."""
+        if item.end > self.prefill_cells:
+            raise GenerationError(f"a prefix of {len(item.key)} tokens exceeds the prefill context")
+        if item.start == item.parent_len:
+            parent = self.kv.get(item.parent, []) if item.parent is not None else []
+            if parent[: item.parent_len] != list(item.key[: item.parent_len]):
+                raise GenerationError("a prefix's parent does not hold the prefix's first tokens")
+            self.apart = list(parent[: item.parent_len])
+        elif self.apart != list(item.key[: item.start]):
+            raise GenerationError("the prefill context does not hold the prefix going on")
+        self.apart += item.key[item.start : item.end]
+        if item.last:
+            cells = [None] * item.parent_len + self.apart[item.parent_len :]
+            cells[: item.parent_len] = self.kv.get(item.parent, [])[: item.parent_len]
+            self.kv[item.seq_id] = cells
 
     def _logits(self, cells: list[int]) -> np.ndarray:
         text = self.tokenizer.detokenize(cells)

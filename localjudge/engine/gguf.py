@@ -52,6 +52,22 @@ class GGUFHeader:
         return int(value) if isinstance(value, int) else None
 
     @property
+    def kv_bytes_per_cell(self) -> int:
+        """Bytes one KV cell takes over all layers, keys and values in f16 (llama.cpp's
+        default cache type); 0 when the header lacks the shapes."""
+        arch = self.architecture
+        layers = self.metadata.get(f"{arch}.block_count")
+        heads = self.metadata.get(f"{arch}.attention.head_count")
+        heads_kv = self.metadata.get(f"{arch}.attention.head_count_kv", heads)
+        width = self.metadata.get(f"{arch}.embedding_length")
+        if not isinstance(layers, int) or not isinstance(heads, int) or not isinstance(width, int):
+            return 0
+        per_layer = heads_kv if isinstance(heads_kv, list) else [heads_kv] * layers
+        key = self.metadata.get(f"{arch}.attention.key_length", width // max(heads, 1))
+        value = self.metadata.get(f"{arch}.attention.value_length", key)
+        return sum(int(n) for n in per_layer[:layers]) * (int(key) + int(value)) * 2
+
+    @property
     def chat_template(self) -> str | None:
         value = self.metadata.get("tokenizer.chat_template")
         return value if isinstance(value, str) and value.strip() else None

@@ -1,7 +1,8 @@
 """llama.cpp through llama-cpp-python's low-level API: load a GGUF, tokenize, decode batches.
 
 One `LlamaEngine` owns one model and one context with a unified KV cache holding several
-sequences. It executes `StepPlan`s built by the scheduler and frees its native handles
+sequences (and, optionally, a small second context where long shared prefixes are
+evaluated apart, their cells then moved into the first). It executes `StepPlan`s built by the scheduler and frees its native handles
 deterministically (`close()` or a `with` block). It never downloads anything.
 """
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from localjudge.engine.base import ATTR_CONTROL
 from localjudge.engine.gguf import GGUFHeader, read_gguf_header
-from localjudge.engine.plan import StepOutput, StepPlan
+from localjudge.engine.plan import PrefixPrefill, StepOutput, StepPlan
 from localjudge.errors import GenerationError, ModelError
 
 _backend_lock = threading.Lock()
@@ -87,6 +88,9 @@ class EngineConfig:
     verbose: bool = False  # let llama.cpp print its own logs
     # LoRA adapters (GGUF file, scale) applied to every sequence of the context
     adapters: tuple[tuple[Path, float], ...] = ()
+    # KV cells of a second, small context where long shared prefixes are evaluated apart
+    # (`PrefixPrefill`), attending over their own cells only; 0: none
+    n_ctx_prefill: int = 0
 
 
 class LlamaEngine:
@@ -101,6 +105,13 @@ class LlamaEngine:
         self._model = None
         self._ctx = None
         self._batch = None
+        self._adapters: list[tuple[object, float]] = []  # LoRA handles, freed with the model
+        # the prefill context: its cells, and the tokens its sequence 0 holds
+        self._pctx = None
+        self._pbatch = None
+        self._prefill_held: tuple[int, ...] = ()
+        self.prefill_cells = 0  # the longest prefix it takes (0: no prefill context)
+        self.prefill_bytes = 0  # its KV cache's size
         self._decode_lock = threading.Lock()  # one llama_decode at a time
         self._users = 0  # calls inside the native library right now (any thread)
         self._users_changed = threading.Condition()
@@ -141,10 +152,13 @@ class LlamaEngine:
                 f"(n_ctx={self.config.n_ctx}, n_seq_max={self.config.n_seq_max}; out of memory?)"
             )
         self._ctx = ctx
-        self._apply_adapters()
+        self._load_adapters()
+        self._set_adapters(ctx)
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
         self._memory = llama_cpp.llama_get_memory(ctx)
         self._batch = llama_cpp.llama_batch_init(self.config.n_batch, 0, 1)
+        if self.config.n_ctx_prefill > 0:
+            self._open_prefill_context(ctx_params)
         self.eog_ids = frozenset(
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )
@@ -176,12 +190,8 @@ class LlamaEngine:
                 self._users -= 1
                 self._users_changed.notify_all()
 
-    def _apply_adapters(self) -> None:
-        """Load the configured LoRA adapters and set them on the context (llama.cpp applies
-        a context's adapters to all of its sequences); they are freed with the model."""
-        if not self.config.adapters:
-            return
-        handles = []
+    def _load_adapters(self) -> None:
+        """Load the configured LoRA adapters; they are freed with the model."""
         for path, scale in self.config.adapters:
             handle = llama_cpp.llama_adapter_lora_init(self._model, str(path).encode())
             if not handle:
@@ -190,12 +200,39 @@ class LlamaEngine:
                     f"{path}: llama.cpp could not load this LoRA adapter for {self.name} "
                     "(not a GGUF LoRA, or made for another architecture or shape)"
                 )
-            handles.append((handle, scale))
+            self._adapters.append((handle, scale))
+
+    def _set_adapters(self, ctx) -> None:
+        """Set the loaded adapters on a context (llama.cpp applies a context's adapters to
+        all of its sequences)."""
+        handles = self._adapters
+        if not handles:
+            return
         adapters = (llama_cpp.llama_adapter_lora_p_ctypes * len(handles))(*(h for h, _ in handles))
         scales = (ctypes.c_float * len(handles))(*(float(s) for _, s in handles))
-        if llama_cpp.llama_set_adapters_lora(self._ctx, adapters, len(handles), scales) != 0:
+        if llama_cpp.llama_set_adapters_lora(ctx, adapters, len(handles), scales) != 0:
             self.close()
             raise ModelError(f"{self.name}: llama.cpp could not set the LoRA adapters")
+
+    def _open_prefill_context(self, params) -> None:
+        """The prefill context: the same model, adapters and settings, `n_ctx_prefill` cells
+        and two sequences (the prefix being evaluated, and a view of its own cells when
+        they move to the main context)."""
+        params.n_ctx = min(self.config.n_ctx_prefill, self.n_ctx)
+        params.n_seq_max = 2
+        ctx = llama_cpp.llama_init_from_model(self._model, params)
+        if not ctx:
+            self.close()
+            raise ModelError(
+                f"{self.path}: llama.cpp could not create the prefill context "
+                f"(n_ctx_prefill={self.config.n_ctx_prefill}; out of memory?)"
+            )
+        self._pctx = ctx
+        self._set_adapters(ctx)
+        self._pmemory = llama_cpp.llama_get_memory(ctx)
+        self._pbatch = llama_cpp.llama_batch_init(self.config.n_batch, 0, 1)
+        self.prefill_cells = int(llama_cpp.llama_n_ctx(ctx))
+        self.prefill_bytes = self.prefill_cells * self.header.kv_bytes_per_cell
 
     def close(self) -> None:
         """Free the batch, context and model (idempotent); waits for calls in progress."""
@@ -204,6 +241,12 @@ class LlamaEngine:
             while self._users:
                 self._users_changed.wait()
         with self._decode_lock:
+            if self._pbatch is not None:
+                llama_cpp.llama_batch_free(self._pbatch)
+                self._pbatch = None
+            if self._pctx is not None:
+                llama_cpp.llama_free(self._pctx)
+                self._pctx = None
             if self._batch is not None:
                 llama_cpp.llama_batch_free(self._batch)
                 self._batch = None
@@ -336,47 +379,111 @@ class LlamaEngine:
         """Drop every sequence's KV cells."""
         with self._use(), self._decode_lock:
             llama_cpp.llama_memory_clear(self._memory, True)
+            if self._pctx is not None:
+                llama_cpp.llama_memory_clear(self._pmemory, True)
+                self._prefill_held = ()
 
-    def _save_state(self, seq_id: int) -> bytearray:
+    @staticmethod
+    def _save_state(ctx, seq_id: int) -> bytearray:
         """A sequence's KV cells as llama.cpp serialises them (`llama_state_seq_get_data`)."""
-        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq_id)
+        size = llama_cpp.llama_state_seq_get_size(ctx, seq_id)
         data = bytearray(size)
         if size:
             buffer = (ctypes.c_uint8 * size).from_buffer(data)
-            written = llama_cpp.llama_state_seq_get_data(self._ctx, buffer, size, seq_id)
+            written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, seq_id)
             if written != size:
                 raise GenerationError(f"saving sequence {seq_id}: {written} of {size} bytes")
         return data
 
-    def _restore_state(self, seq_id: int, data: bytearray) -> None:
+    @staticmethod
+    def _restore_state(ctx, seq_id: int, data: bytearray) -> None:
         buffer = (ctypes.c_uint8 * len(data)).from_buffer(data)
-        if not llama_cpp.llama_state_seq_set_data(self._ctx, buffer, len(data), seq_id):
+        if not llama_cpp.llama_state_seq_set_data(ctx, buffer, len(data), seq_id):
             raise GenerationError(
                 f"llama.cpp could not restore a saved state into sequence {seq_id}"
             )
 
+    @staticmethod
+    def _fill(batch, tokens, first_pos: int, seq_id: int) -> None:
+        """Put `tokens` into `batch` at consecutive positions of `seq_id`, no logits."""
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = first_pos + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq_id
+            batch.logits[i] = 0
+        batch.n_tokens = len(tokens)
+
+    def _prefill_apart(self, item: PrefixPrefill) -> float:
+        """Evaluate one chunk of a prefix in the prefill context; with the last chunk, move
+        the prefix's own cells into the main context behind a copy of its parent's. Seconds
+        taken (the transfers are copies of KV rows: milliseconds)."""
+        if self._pctx is None:
+            raise GenerationError("this engine has no prefill context (n_ctx_prefill=0)")
+        if item.end > self.prefill_cells:
+            raise GenerationError(
+                f"a prefix of {len(item.key)} tokens exceeds the prefill context's "
+                f"{self.prefill_cells} cells"
+            )
+        start = time.perf_counter()
+        key, held = item.key, self._prefill_held
+        self._prefill_held = ()  # until this chunk is done: a failure leaves nothing to trust
+        if item.start == item.parent_len:  # a new prefix: from its parent's cells
+            parent = key[: item.parent_len]
+            if len(held) >= item.parent_len and held[: item.parent_len] == parent:
+                llama_cpp.llama_memory_seq_rm(self._pmemory, 0, item.parent_len, -1)
+            else:
+                llama_cpp.llama_memory_clear(self._pmemory, True)
+                if item.parent is not None:  # its cells, as the main context holds them
+                    state = self._save_state(self._ctx, item.parent)
+                    self._restore_state(self._pctx, 0, state)
+        elif held != key[: item.start]:
+            raise GenerationError(
+                "the prefill context does not hold the prefix whose evaluation goes on"
+            )
+        for first in range(item.start, item.end, self.config.n_batch):
+            chunk = key[first : min(first + self.config.n_batch, item.end)]
+            self._fill(self._pbatch, chunk, first, 0)
+            status = llama_cpp.llama_decode(self._pctx, self._pbatch)
+            if status != 0:
+                raise GenerationError(f"llama_decode of a prefix failed with status {status}")
+        self._prefill_held = key[: item.end]
+        if item.last:  # its own cells move; seq 1 sees only them
+            llama_cpp.llama_memory_seq_cp(self._pmemory, 0, 1, item.parent_len, item.end)
+            state = self._save_state(self._pctx, 1)
+            llama_cpp.llama_memory_seq_rm(self._pmemory, 1, -1, -1)
+            self._restore_state(self._ctx, item.seq_id, state)  # replaces what it held
+            if item.parent is not None:
+                llama_cpp.llama_memory_seq_cp(
+                    self._memory, item.parent, item.seq_id, 0, item.parent_len
+                )
+        return time.perf_counter() - start
+
     def execute(self, plan: StepPlan) -> StepOutput:
-        """Run one step: state saves, removals, trims, state restores, prefix copies, then
-        one `llama_decode` of `plan.tokens`."""
+        """Run one step: state saves, removals, trims, state restores, prefix copies,
+        prefixes evaluated apart, then one `llama_decode` of `plan.tokens`."""
         with self._use(), self._decode_lock:
             states = {}
             for save in plan.saves:  # the sequence is removed below: its cells may be cut
                 if save.p0 > 0:
                     llama_cpp.llama_memory_seq_rm(self._memory, save.seq_id, 0, save.p0)
                 llama_cpp.llama_memory_seq_rm(self._memory, save.seq_id, save.p1, -1)
-                states[save.seq_id] = self._save_state(save.seq_id)
+                states[save.seq_id] = self._save_state(self._ctx, save.seq_id)
             for seq_id in plan.removals:
                 llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
             for trim in plan.trims:
                 llama_cpp.llama_memory_seq_rm(self._memory, trim.seq_id, trim.pos, -1)
             for restore in plan.restores:
-                self._restore_state(restore.seq_id, restore.data)
+                self._restore_state(self._ctx, restore.seq_id, restore.data)
             for copy in plan.copies:
                 llama_cpp.llama_memory_seq_cp(self._memory, copy.src, copy.dst, copy.p0, copy.p1)
+            apart = sum(self._prefill_apart(prefill) for prefill in plan.prefills)
             num_tokens = len(plan.tokens)
             if num_tokens == 0:
                 return StepOutput(
-                    logits=np.empty((0, self.n_vocab), dtype=np.float32), states=states
+                    logits=np.empty((0, self.n_vocab), dtype=np.float32),
+                    seconds=apart,
+                    states=states,
                 )
             if num_tokens > self.config.n_batch:
                 raise GenerationError(
@@ -392,7 +499,7 @@ class LlamaEngine:
             batch.n_tokens = num_tokens
             start = time.perf_counter()
             status = llama_cpp.llama_decode(self._ctx, batch)
-            seconds = time.perf_counter() - start
+            seconds = time.perf_counter() - start + apart
             if status != 0:
                 raise GenerationError(f"llama_decode failed with status {status} (KV cache full?)")
             num_logits = plan.num_logits

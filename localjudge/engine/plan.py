@@ -62,13 +62,36 @@ class SeqRestore:
     data: bytearray
 
 
+@dataclass(frozen=True)
+class PrefixPrefill:
+    """Evaluate positions [start, end) of a shared prefix in the engine's prefill context:
+    a small KV cache of its own, where the prefix's tokens attend over the prefix's cells
+    only, not over every other sequence's (in the unified cache, each token's attention
+    walks all cells in use: with several long contexts alive, a new one's prefill ran ~20%
+    slower). Chunks of one prefix come in order, no other prefix in between. With the last
+    one (`end == len(key)`), the cells of positions [parent_len, end) move into `seq_id`
+    (which they replace), and `parent`'s cells of positions [0, parent_len) are copied in
+    before them; the first chunk starts from those, read from `parent`."""
+
+    seq_id: int  # the sequence that holds the whole prefix once its last chunk is done
+    key: tuple[int, ...]  # the prefix's tokens from position 0
+    parent: int | None  # the sequence holding key[:parent_len] (None: parent_len is 0)
+    parent_len: int
+    start: int
+    end: int
+
+    @property
+    def last(self) -> bool:
+        return self.end == len(self.key)
+
+
 @dataclass
 class StepPlan:
     """One engine step: save states, free sequences, trim sequences, restore states, share
-    prefixes, then decode one batch.
+    prefixes, evaluate prefixes apart, then decode one batch.
 
-    Executed in that order: `saves`, `removals`, `trims`, `restores`, `copies`, then `tokens`
-    in a single `llama_decode`. The i-th logits row of the output belongs to the i-th token whose
+    Executed in that order: `saves`, `removals`, `trims`, `restores`, `copies`, `prefills`,
+    then `tokens` in a single `llama_decode`. The i-th logits row of the output belongs to the i-th token whose
     `logits` is True.
     """
 
@@ -77,6 +100,7 @@ class StepPlan:
     trims: list[SeqTrim] = field(default_factory=list)  # sequences cut short, cells kept before
     restores: list[SeqRestore] = field(default_factory=list)  # saved states put back
     copies: list[SeqCopy] = field(default_factory=list)  # prefix shares, after removals
+    prefills: list[PrefixPrefill] = field(default_factory=list)  # in the prefill context
     tokens: list[BatchToken] = field(default_factory=list)  # the batch, in order
 
     @property
@@ -89,5 +113,5 @@ class StepOutput:
     """What one step returns: a (num_logits, n_vocab) float32 array, valid until the next step."""
 
     logits: np.ndarray
-    seconds: float = 0.0  # wall time of the decode call
+    seconds: float = 0.0  # wall time of the decode calls (the batch's, the prefills')
     states: dict[int, bytearray] = field(default_factory=dict)  # `saves`: seq id -> state

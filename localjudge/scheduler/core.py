@@ -29,7 +29,10 @@ its prefix (alive, restored or evaluated) and evaluates nothing of its own.
 Order of work inside a step, within `token_budget` tokens:
 1. running sequences: the token sampled last step plus any jump-forward tokens, logits on
    the last one only;
-2. prefill chunks of prefix groups (no logits);
+2. prefill chunks of prefix groups (no logits); with a prefill context (`prefill_cells`), a
+   long named prefix is evaluated there instead, apart from the batch, so that its tokens
+   attend over its own cells only and not over every other sequence's (its cells then move
+   into its sequence, behind a copy of its parent's);
 3. prompt chunks of admitted sequences whose prefix is ready (copied in first), logits on
    the prompt's last token; a sequence whose whole prompt is kept carries no token, its
    first token is chosen from the logits kept with that prompt.
@@ -46,6 +49,7 @@ import numpy as np
 
 from localjudge.engine.plan import (
     BatchToken,
+    PrefixPrefill,
     SeqCopy,
     SeqRestore,
     SeqSave,
@@ -72,6 +76,9 @@ from localjudge.scheduler.stats import SchedulerStats
 MIN_SAVED_TOKENS = 64
 # how deep in the queue a request whose prompt is kept is looked for (see `_admit_kept_first`)
 KEPT_LOOKAHEAD = 4096
+# a prefix adding fewer tokens than this to its parent is evaluated in the batch, not apart
+# (its tokens cost little attention; apart, they would cost a decode call of their own)
+MIN_APART_TOKENS = 1024
 
 
 def _lineage(group: PrefixGroup | None):
@@ -108,6 +115,7 @@ class Scheduler:
         auto_prefix: int = 0,
         prompt_cache_bytes: int = 0,
         max_kept_prompts: int = 0,
+        prefill_cells: int = 0,
     ) -> None:
         if max_num_seqs < 1 or max_num_prefixes < 1:
             raise ValueError("max_num_seqs and max_num_prefixes must be at least 1")
@@ -150,6 +158,10 @@ class Scheduler:
         # because their prompts were kept (at most max_num_seqs: it is never starved)
         self._head: Sequence | None = None
         self._num_jumped = 0
+        # the engine's prefill context: the longest prefix it holds (0: none), and the
+        # group it is evaluating (one at a time: it holds one prefix)
+        self.prefill_cells = prefill_cells
+        self._apart: PrefixGroup | None = None
         self.stats = SchedulerStats()
         self.chooser = TokenChooser(
             vocabulary,
@@ -498,8 +510,10 @@ class Scheduler:
         for group in self.groups.values():
             n = _common_prefix(group.key, tokens, limit)
             waiting = group.parent is not None and not group.copied and group.num_evaluated
-            if waiting and n < len(group.key):
-                continue  # restored, its parent's cells not copied in yet: not to be split
+            if (waiting or group is self._apart) and n < len(group.key):
+                # restored, its parent's cells not copied in yet, or evaluated apart: its
+                # cells are not in its sequence yet, not to be split
+                continue
             if n > length or (n == length and best is not None and n == len(group.key)):
                 best, length = group, n
         if length < self.auto_prefix:
@@ -610,6 +624,8 @@ class Scheduler:
         return sum(1 for g in self.groups.values() if g.num_refs == 0 and g.ready)
 
     def _drop_group(self, group: PrefixGroup) -> None:
+        if group is self._apart:  # the prefill context's work on it is dropped with it
+            self._apart = None
         if self.prompt_cache is not None and group.ready:
             self._plan_save(group)  # the step saves before it removes
         self._restores = [r for r in self._restores if r.seq_id != group.seq_id]
@@ -733,20 +749,42 @@ class Scheduler:
                 break
             if group.ready:
                 continue
-            if group.parent is not None and not group.copied:
-                if not group.parent.ready or group.parent.seq_id in filled:
+            parent = group.parent
+            if parent is not None and not group.copied and group is not self._apart:
+                if not parent.ready or parent.seq_id in filled:
                     continue
-                plan.copies.append(
-                    SeqCopy(group.parent.seq_id, group.seq_id, 0, len(group.parent.key))
-                )
-                group.copied = True
-                # a restored group holds its own cells already: the copy makes it ready
-                group.num_evaluated = max(group.num_evaluated, len(group.parent.key))
+                if self._goes_apart(group):  # its parent's cells are read there
+                    self._apart = group
+                    group.num_evaluated = len(parent.key)
+                else:
+                    plan.copies.append(SeqCopy(parent.seq_id, group.seq_id, 0, len(parent.key)))
+                    group.copied = True
+                    # a restored group holds its own cells already: the copy makes it ready
+                    group.num_evaluated = max(group.num_evaluated, len(parent.key))
+            elif parent is None and not group.num_evaluated and self._goes_apart(group):
+                self._apart = group
             chunk = group.key[group.num_evaluated : group.num_evaluated + budget]
             if not chunk:
                 continue
-            for i, token in enumerate(chunk):
-                plan.tokens.append(BatchToken(token, group.num_evaluated + i, group.seq_id, False))
+            if group is self._apart:
+                plan.prefills.append(
+                    PrefixPrefill(
+                        seq_id=group.seq_id,
+                        key=group.key,
+                        parent=parent.seq_id if parent is not None else None,
+                        parent_len=len(parent.key) if parent is not None else 0,
+                        start=group.num_evaluated,
+                        end=group.num_evaluated + len(chunk),
+                    )
+                )
+                if plan.prefills[-1].last:  # its cells and its parent's are in place after
+                    group.copied = parent is not None
+                    self._apart = None
+            else:
+                for i, token in enumerate(chunk):
+                    plan.tokens.append(
+                        BatchToken(token, group.num_evaluated + i, group.seq_id, False)
+                    )
             group.num_evaluated += len(chunk)
             budget -= len(chunk)
             step.num_prompt_tokens += len(chunk)
@@ -803,6 +841,19 @@ class Scheduler:
         # rows were appended in the batch order of their logits-bearing tokens
         return step
 
+    def _goes_apart(self, group: PrefixGroup) -> bool:
+        """Whether `group`, about to be evaluated, goes to the engine's prefill context: a
+        named prefix (a matched one may be split while evaluated) that fits there and adds
+        enough tokens, when the context is free."""
+        own = len(group.key) - (len(group.parent.key) if group.parent is not None else 0)
+        return (
+            self._apart is None
+            and not group.num_evaluated  # fresh: nothing evaluated, nothing restored
+            and not group.auto
+            and own >= MIN_APART_TOKENS
+            and len(group.key) <= self.prefill_cells
+        )
+
     def _first_user(self, group: PrefixGroup) -> Sequence | None:
         """The first admitted sequence that reads `group` (directly or through a child)."""
         for seq in self.running:
@@ -823,6 +874,7 @@ class Scheduler:
                 self.prompt_cache.put(key, entry)
                 stats.num_states_saved += 1
         stats.num_prompt_tokens += step.num_prompt_tokens
+        stats.num_tokens_apart += sum(p.end - p.start for p in step.plan.prefills)
         stats.num_head_tokens += step.num_head_tokens
         stats.decode_seconds += output.seconds
         if step.num_prompt_tokens:
@@ -893,6 +945,7 @@ class Scheduler:
             seq.group = None  # every group is dropped below
             self._release(seq)
         self.groups.clear()
+        self._apart = None
         # kept prompts took slots' ids and gave theirs: every pool starts afresh
         self._free_seq_ids = list(range(self.max_num_seqs))
         self._free_prefix_ids = list(

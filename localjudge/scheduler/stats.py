@@ -33,6 +33,7 @@ class SchedulerStats:
     num_prompts_kept: int = 0  # finished requests' prompts kept in the KV cache
     num_kept_prompts_used: int = 0  # requests that started from a kept prompt (evaluating nothing)
     num_kept_prompts_restored: int = 0  # requests whose own cells came back from host memory
+    num_tokens_apart: int = 0  # of the prompt tokens, those evaluated in the prefill context
 
     @property
     def prefill_tokens_per_s(self) -> float:
