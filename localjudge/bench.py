@@ -252,6 +252,7 @@ def run_scheduler_way(
     rounds: int = 1,
     warm: bool = False,
     reference: Callable[[SchedulerStats], EngineReplay] | None = None,
+    prefill_cells: int = 0,
 ) -> WayResult:
     """Our scheduler on the workload's claims (`model`: a registry name keeps the entry's
     LoRA adapters); the median of `rounds` rounds, each on an idle judge (nothing kept
@@ -273,6 +274,7 @@ def run_scheduler_way(
             n_gpu_layers=gpu_layers,
             prompt_cache_mib=None if warm else 0,  # None: the default
             keep_prompts=None if warm else 0,  # None: the default
+            prefill_cells=prefill_cells,
         ) as judge,
     ):
         grammar = judge.grammar(SCHEMA)
@@ -318,6 +320,7 @@ def run_scorer_way(
     gpu_layers: int | None = None,
     claim_reasons: str = "all",
     rounds: int = 1,
+    prefill_cells: int = 0,
 ) -> WayResult:
     """The whole hallucination scorer with its defaults (claims extracted as the judge's
     fitness allows: by the judge, or sentences for a verdicts-only judge; a verdict per
@@ -338,6 +341,7 @@ def run_scorer_way(
             n_gpu_layers=gpu_layers,
             prompt_cache_mib=0,
             keep_prompts=0,
+            prefill_cells=prefill_cells,
         ) as judge,
     ):
         scorer = create_hallucination_scorer(judge, claim_reasons=claim_reasons)
@@ -550,12 +554,14 @@ def run_bench(
     llama_server: Path | None = None,
     llama_batched_bench: Path | None = None,
     rounds: int = 1,
+    prefill_cells: int = 0,
     progress: Callable[[str], None] = lambda message: None,
 ) -> list[WorkloadReport]:
     """Run the chosen ways on the chosen workloads. Our ways run first and outlines' last,
     so memory or threads the baseline leaves behind cannot slow ours. `llama_batched_bench`:
     after our ways of each workload, llama-batched-bench and the bare engine in its shape,
-    at the 3 batch sizes that took our generation steps the most time."""
+    at the 3 batch sizes that took our generation steps the most time. `prefill_cells`: our
+    ways' judges get a prefill context of that many cells (`Judge.load`)."""
     resolved = resolve(model)
     # our ways load the registry entry by name, so they apply its adapters as ways a and s do
     judge_model = resolved.name if resolved.entry is not None else resolved.path
@@ -604,6 +610,7 @@ def run_bench(
                         gpu_layers=gpu_layers,
                         claim_reasons=mode,
                         rounds=rounds,
+                        prefill_cells=prefill_cells,
                     )
                 )
                 gc.collect()
@@ -650,6 +657,7 @@ def run_bench(
                 rounds=rounds if way != "b" else 1,
                 warm=way in "wfn",
                 reference=replay,
+                prefill_cells=prefill_cells,
             )
             gc.collect()
             report.ways.append(result)

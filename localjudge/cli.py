@@ -736,10 +736,11 @@ def eval_command(
 )
 @click.option(
     "--prefill-cells",
-    default=None,
+    default=0,
+    show_default=True,
     type=click.IntRange(0),
-    help="KV cells of the context where long shared prefixes (1,024+ tokens) are evaluated "
-    "apart, over their own cells only (default: 4096 on CPU, 0 with GPU offload; 0: off).",
+    help="KV cells of a second context where long shared prefixes (1,024+ tokens) are "
+    "evaluated apart, over their own cells only (e.g. 4096; 0: off).",
 )
 def serve(
     model,
@@ -888,6 +889,14 @@ def demo(model: str | None) -> None:
     type=click.IntRange(8, 4096),
     help="Token budget per verdict.",
 )
+@click.option(
+    "--prefill-cells",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Our ways' prefill context: KV cells where contexts of 1,024+ tokens are evaluated "
+    "apart (Judge.load(prefill_cells=...); 0: off, the default).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bench(
     model,
@@ -902,6 +911,7 @@ def bench(
     llama_batched_bench,
     rounds,
     max_tokens,
+    prefill_cells,
     as_json,
 ) -> None:
     """Run judge workloads several ways in one run and compare them.
@@ -936,12 +946,14 @@ def bench(
         llama_server=Path(llama_server) if llama_server else None,
         llama_batched_bench=Path(llama_batched_bench) if llama_batched_bench else None,
         rounds=rounds,
+        prefill_cells=prefill_cells,
         progress=progress,
     )
     info = llama_build_info()
     meta = {
         "threads": threads or info["physical_cores"],
         "slots": slots,
+        "prefill_cells": prefill_cells,
         "max_tokens": max_tokens,
         "rounds": rounds,
         "adapters": [f"{path.name}:{scale:g}" for path, scale in resolved.adapters],

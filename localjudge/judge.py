@@ -18,7 +18,6 @@ from pathlib import Path
 
 from localjudge.engine import EngineConfig, LlamaEngine
 from localjudge.engine.base import Engine
-from localjudge.engine.llama import gpu_offload_available
 from localjudge.errors import GenerationError, ModelError
 from localjudge.grammar import (
     CompiledGrammar,
@@ -46,10 +45,6 @@ AUTO_PREFIX_TOKENS = 32  # shortest token prefix worth a shared group of its own
 # host memory for saved prefix states (the prompt cache); a ~2,000-token context of the
 # embedded model takes ~36 MiB
 DEFAULT_PROMPT_CACHE_MIB = 512
-# KV cells of the context where long shared prefixes are evaluated apart (`Judge.load`):
-# a context of up to this many tokens, with its instructions, is prefilled without reading
-# the cells of the other contexts alive
-DEFAULT_PREFILL_CELLS = 4096
 MAX_SEQUENCES = 256  # llama.cpp's limit of sequences in one context (LLAMA_MAX_SEQ)
 
 
@@ -187,7 +182,7 @@ class Judge:
         adapter_scale: float = 1.0,
         prompt_cache_mib: float | None = None,
         keep_prompts: int | None = None,
-        prefill_cells: int | None = None,
+        prefill_cells: int = 0,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
         llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
@@ -209,8 +204,9 @@ class Judge:
         Gemma 3). `prefill_cells`: the KV cells of a second, small llama.cpp context where
         long shared prefixes (an item's context) are evaluated apart and then moved in:
         there, their tokens attend over their own cells only, not over the cells of every
-        other context alive (None, the default: `DEFAULT_PREFILL_CELLS` when no layer is
-        offloaded to a GPU, else 0; 0: off)."""
+        other context alive (0, the default: off; 4096 holds a 3,500-token context below
+        its instructions; opened for the first such prefix; see the README for what it
+        gains and costs)."""
         kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
         if kind == "fake":
             from localjudge.testing import FakeJudge
@@ -237,9 +233,6 @@ class Judge:
                 raise ModelError(f"adapter file not found: {adapter}")
             adapters += ((adapter, float(adapter_scale)),)
             name = f"{name}+{adapter.stem}"  # another judge: its own calibrations
-        if prefill_cells is None:
-            on_gpu = n_gpu_layers != 0 and (n_gpu_layers is not None or gpu_offload_available())
-            prefill_cells = 0 if on_gpu else DEFAULT_PREFILL_CELLS
         if prefill_cells < 0:
             raise ValueError(f"prefill_cells must be 0 or more, not {prefill_cells!r}")
         config = EngineConfig(

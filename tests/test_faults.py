@@ -177,6 +177,33 @@ def test_one_failed_engine_step_fails_nothing(fake_vocabulary, grammar):
     runtime.close()
 
 
+def test_a_step_failing_while_a_prefix_is_evaluated_apart_fails_nothing(
+    fake_vocabulary, grammar, monkeypatch
+):
+    from localjudge.scheduler import core
+
+    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
+
+    class FlakyPrefill(FakeEngine):
+        def execute(self, plan):  # the second chunk of the first prefix evaluated apart
+            if plan.prefills and plan.prefills[0].start > 0 and not getattr(self, "failed", 0):
+                self.failed = True
+                raise GenerationError("llama_decode of a prefix failed with status -3")
+            return super().execute(plan)
+
+    engine = FlakyPrefill(verdict_script, prefill_cells=4000)
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, engine=engine, prefill_cells=4000, token_budget=8
+    )
+    outcomes = runtime.run([request(grammar, f"c{i}") for i in range(8)])
+    assert engine.failed and runtime.num_step_failures == 1
+    assert all(o.value == {"verdict": "no", "reason": "checked"} for o in outcomes)
+    assert scheduler.stats.num_tokens_apart > 0 and scheduler._apart is None
+    assert runtime.wait_idle(timeout=10)
+    assert_clean(scheduler)
+    runtime.close()
+
+
 def test_an_engine_that_keeps_failing_fails_its_requests_after_retries(fake_vocabulary, grammar):
     class BrokenEngine(FakeEngine):
         def execute(self, plan):

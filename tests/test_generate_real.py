@@ -425,3 +425,26 @@ def test_long_contexts_evaluated_apart_give_the_verdicts_of_the_batch_on_the_rea
     assert_same_verdicts(plain, apart, within=0.04)
     # the instructions evaluated alone from position 0, as in the batch's first steps
     assert [r.text for r in some] == [r.text for r in plain]
+
+
+def test_the_prefill_context_takes_its_memory_from_the_prompt_cache_default():
+    from localjudge import Judge
+    from localjudge.judge import DEFAULT_PROMPT_CACHE_MIB
+
+    mib = 1 << 20
+    with Judge.load(slots=1, n_ctx=2048) as judge:  # off by default
+        assert judge.engine.prefill_bytes == 0 == judge.scheduler.prefill_cells
+        assert judge.scheduler.prompt_cache.max_bytes == DEFAULT_PROMPT_CACHE_MIB * mib
+    with Judge.load(slots=1, n_ctx=2048, prefill_cells=4096) as judge:  # at most n_ctx
+        engine = judge.engine
+        # Gemma 3 270M: 18 layers, 1 KV head, keys and values of 256 in f16
+        assert engine.header.kv_bytes_per_cell == 18 * 1 * (256 + 256) * 2
+        assert engine.prefill_cells == 2048 == judge.scheduler.prefill_cells
+        assert engine._pctx is None  # opened when a prefix first goes apart
+        assert engine.prefill_bytes == 2048 * engine.header.kv_bytes_per_cell
+        cache = judge.scheduler.prompt_cache.max_bytes
+        assert cache == int(DEFAULT_PROMPT_CACHE_MIB * mib - engine.prefill_bytes)
+    with Judge.load(slots=1, n_ctx=2048, prefill_cells=4096, prompt_cache_mib=64) as judge:
+        assert judge.scheduler.prompt_cache.max_bytes == 64 * mib  # as asked
+    with pytest.raises(ValueError):
+        Judge.load(slots=1, n_ctx=2048, prefill_cells=-1)

@@ -153,12 +153,18 @@ class LlamaEngine:
             )
         self._ctx = ctx
         self._load_adapters()
-        self._set_adapters(ctx)
+        if not self._set_adapters(ctx):
+            self.close()
+            raise ModelError(f"{self.name}: llama.cpp could not set the LoRA adapters")
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
         self._memory = llama_cpp.llama_get_memory(ctx)
         self._batch = llama_cpp.llama_batch_init(self.config.n_batch, 0, 1)
-        if self.config.n_ctx_prefill > 0:
-            self._open_prefill_context(ctx_params)
+        if self.config.n_ctx_prefill > 0:  # opened when a prefix first needs it
+            self._pparams = type(ctx_params).from_buffer_copy(ctx_params)
+            self._pparams.n_ctx = min(self.config.n_ctx_prefill, self.n_ctx)
+            self._pparams.n_seq_max = 2  # the prefix, and a view of its own cells for the move
+            self.prefill_cells = int(self._pparams.n_ctx)
+            self.prefill_bytes = self.prefill_cells * self.header.kv_bytes_per_cell
         self.eog_ids = frozenset(
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )
@@ -202,37 +208,34 @@ class LlamaEngine:
                 )
             self._adapters.append((handle, scale))
 
-    def _set_adapters(self, ctx) -> None:
+    def _set_adapters(self, ctx) -> bool:
         """Set the loaded adapters on a context (llama.cpp applies a context's adapters to
-        all of its sequences)."""
+        all of its sequences); False if llama.cpp refused."""
         handles = self._adapters
         if not handles:
-            return
+            return True
         adapters = (llama_cpp.llama_adapter_lora_p_ctypes * len(handles))(*(h for h, _ in handles))
         scales = (ctypes.c_float * len(handles))(*(float(s) for _, s in handles))
-        if llama_cpp.llama_set_adapters_lora(ctx, adapters, len(handles), scales) != 0:
-            self.close()
-            raise ModelError(f"{self.name}: llama.cpp could not set the LoRA adapters")
+        return llama_cpp.llama_set_adapters_lora(ctx, adapters, len(handles), scales) == 0
 
-    def _open_prefill_context(self, params) -> None:
-        """The prefill context: the same model, adapters and settings, `n_ctx_prefill` cells
-        and two sequences (the prefix being evaluated, and a view of its own cells when
-        they move to the main context)."""
-        params.n_ctx = min(self.config.n_ctx_prefill, self.n_ctx)
-        params.n_seq_max = 2
-        ctx = llama_cpp.llama_init_from_model(self._model, params)
+    def _open_prefill_context(self) -> None:
+        """The prefill context, opened for the first prefix evaluated apart (a judge of
+        short contexts never pays its memory): the same model, adapters and settings,
+        `prefill_cells` cells and two sequences."""
+        ctx = llama_cpp.llama_init_from_model(self._model, self._pparams)
         if not ctx:
-            self.close()
-            raise ModelError(
-                f"{self.path}: llama.cpp could not create the prefill context "
-                f"(n_ctx_prefill={self.config.n_ctx_prefill}; out of memory?)"
+            raise GenerationError(
+                f"llama.cpp could not create the prefill context of {self.prefill_cells} cells "
+                "(out of memory? Judge.load(prefill_cells=0) turns it off)"
+            )
+        if int(llama_cpp.llama_n_ctx(ctx)) < self.prefill_cells or not self._set_adapters(ctx):
+            llama_cpp.llama_free(ctx)
+            raise GenerationError(
+                "llama.cpp could not set up the prefill context like the main one"
             )
         self._pctx = ctx
-        self._set_adapters(ctx)
         self._pmemory = llama_cpp.llama_get_memory(ctx)
         self._pbatch = llama_cpp.llama_batch_init(self.config.n_batch, 0, 1)
-        self.prefill_cells = int(llama_cpp.llama_n_ctx(ctx))
-        self.prefill_bytes = self.prefill_cells * self.header.kv_bytes_per_cell
 
     def close(self) -> None:
         """Free the batch, context and model (idempotent); waits for calls in progress."""
@@ -418,8 +421,10 @@ class LlamaEngine:
         """Evaluate one chunk of a prefix in the prefill context; with the last chunk, move
         the prefix's own cells into the main context behind a copy of its parent's. Seconds
         taken (the transfers are copies of KV rows: milliseconds)."""
-        if self._pctx is None:
+        if not self.prefill_cells:
             raise GenerationError("this engine has no prefill context (n_ctx_prefill=0)")
+        if self._pctx is None:
+            self._open_prefill_context()
         if item.end > self.prefill_cells:
             raise GenerationError(
                 f"a prefix of {len(item.key)} tokens exceeds the prefill context's "
