@@ -575,12 +575,7 @@ def run_bench(
     bare_prompt_of: dict[str, tuple[list[int], list[int]]] = {}
     if text_workloads:
         with Judge.load(
-            resolved.path,
-            slots=1,
-            max_prefixes=2,
-            n_ctx=2048,
-            n_threads=threads,
-            prefill_cells=0,  # it only tokenizes
+            resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
         ) as judge:
             for name in text_workloads:
                 pairs = [("".join(prefix), own) for prefix, own in _prompts(judge, items_of[name])]

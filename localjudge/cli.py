@@ -19,6 +19,17 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_GATE, EXIT_ITEMS = 0, 1, 2, 3, 4
 MAX_SLOTS = 248  # llama.cpp holds 256 sequences; 8 are kept for shared prefixes
 
 
+# the judge's prefill context (`Judge.load(prefill_cells=...)`), for serve and bench
+prefill_cells_option = click.option(
+    "--prefill-cells",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="KV cells of a second context where shared prefixes of 1,024+ tokens (contexts) "
+    "are evaluated apart, over their own cells only (e.g. 4096; 0: off).",
+)
+
+
 def engine_options(*, slots: bool = False, slots_default: int | None = None):
     """--model, --gpu-layers, --ctx, --threads (and --slots): how the judge is loaded."""
     options = [
@@ -734,14 +745,7 @@ def eval_command(
     help="Host memory for saved prompt prefixes: a context sent again is restored, not "
     "evaluated again (default: 512 less the prefill context's KV cache; 0: off).",
 )
-@click.option(
-    "--prefill-cells",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0),
-    help="KV cells of a second context where long shared prefixes (1,024+ tokens) are "
-    "evaluated apart, over their own cells only (e.g. 4096; 0: off).",
-)
+@prefill_cells_option
 def serve(
     model,
     gpu_layers,
@@ -889,14 +893,7 @@ def demo(model: str | None) -> None:
     type=click.IntRange(8, 4096),
     help="Token budget per verdict.",
 )
-@click.option(
-    "--prefill-cells",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0),
-    help="Our ways' prefill context: KV cells where contexts of 1,024+ tokens are evaluated "
-    "apart (Judge.load(prefill_cells=...); 0: off, the default).",
-)
+@prefill_cells_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bench(
     model,

@@ -2,8 +2,9 @@
 
 One `LlamaEngine` owns one model and one context with a unified KV cache holding several
 sequences (and, optionally, a small second context where long shared prefixes are
-evaluated apart, their cells then moved into the first). It executes `StepPlan`s built by the scheduler and frees its native handles
-deterministically (`close()` or a `with` block). It never downloads anything.
+evaluated apart, their cells then moved into the first). It executes `StepPlan`s built by
+the scheduler and frees its native handles deterministically (`close()` or a `with`
+block). It never downloads anything.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from localjudge.engine.base import ATTR_CONTROL
 from localjudge.engine.gguf import GGUFHeader, read_gguf_header
-from localjudge.engine.plan import PrefixPrefill, StepOutput, StepPlan
+from localjudge.engine.plan import BatchToken, PrefixPrefill, StepOutput, StepPlan
 from localjudge.errors import GenerationError, ModelError
 
 _backend_lock = threading.Lock()
@@ -244,21 +245,17 @@ class LlamaEngine:
             while self._users:
                 self._users_changed.wait()
         with self._decode_lock:
-            if self._pbatch is not None:
-                llama_cpp.llama_batch_free(self._pbatch)
-                self._pbatch = None
-            if self._pctx is not None:
-                llama_cpp.llama_free(self._pctx)
-                self._pctx = None
-            if self._batch is not None:
-                llama_cpp.llama_batch_free(self._batch)
-                self._batch = None
-            if self._ctx is not None:
-                llama_cpp.llama_free(self._ctx)
-                self._ctx = None
-            if self._model is not None:
-                llama_cpp.llama_model_free(self._model)
-                self._model = None
+            for name, free in (
+                ("_pbatch", llama_cpp.llama_batch_free),
+                ("_pctx", llama_cpp.llama_free),
+                ("_batch", llama_cpp.llama_batch_free),
+                ("_ctx", llama_cpp.llama_free),
+                ("_model", llama_cpp.llama_model_free),  # last: the contexts use it
+            ):
+                handle = getattr(self, name)
+                if handle is not None:
+                    free(handle)
+                    setattr(self, name, None)
 
     @property
     def closed(self) -> bool:
@@ -407,14 +404,14 @@ class LlamaEngine:
             )
 
     @staticmethod
-    def _fill(batch, tokens, first_pos: int, seq_id: int) -> None:
-        """Put `tokens` into `batch` at consecutive positions of `seq_id`, no logits."""
-        for i, token in enumerate(tokens):
-            batch.token[i] = token
-            batch.pos[i] = first_pos + i
+    def _fill(batch, tokens: list[BatchToken]) -> None:
+        """Put `tokens` into a `llama_batch`."""
+        for i, item in enumerate(tokens):
+            batch.token[i] = item.token
+            batch.pos[i] = item.pos
             batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = seq_id
-            batch.logits[i] = 0
+            batch.seq_id[i][0] = item.seq_id
+            batch.logits[i] = 1 if item.logits else 0
         batch.n_tokens = len(tokens)
 
     def _prefill_apart(self, item: PrefixPrefill) -> float:
@@ -423,13 +420,13 @@ class LlamaEngine:
         taken (the transfers are copies of KV rows: milliseconds)."""
         if not self.prefill_cells:
             raise GenerationError("this engine has no prefill context (n_ctx_prefill=0)")
-        if self._pctx is None:
-            self._open_prefill_context()
         if item.end > self.prefill_cells:
             raise GenerationError(
                 f"a prefix of {len(item.key)} tokens exceeds the prefill context's "
                 f"{self.prefill_cells} cells"
             )
+        if self._pctx is None:
+            self._open_prefill_context()
         start = time.perf_counter()
         key, held = item.key, self._prefill_held
         self._prefill_held = ()  # until this chunk is done: a failure leaves nothing to trust
@@ -447,8 +444,8 @@ class LlamaEngine:
                 "the prefill context does not hold the prefix whose evaluation goes on"
             )
         for first in range(item.start, item.end, self.config.n_batch):
-            chunk = key[first : min(first + self.config.n_batch, item.end)]
-            self._fill(self._pbatch, chunk, first, 0)
+            last = min(first + self.config.n_batch, item.end)
+            self._fill(self._pbatch, [BatchToken(key[p], p, 0, False) for p in range(first, last)])
             status = llama_cpp.llama_decode(self._pctx, self._pbatch)
             if status != 0:
                 raise GenerationError(f"llama_decode of a prefix failed with status {status}")
@@ -494,16 +491,9 @@ class LlamaEngine:
                 raise GenerationError(
                     f"step of {num_tokens} tokens exceeds n_batch={self.config.n_batch}"
                 )
-            batch = self._batch
-            for i, item in enumerate(plan.tokens):
-                batch.token[i] = item.token
-                batch.pos[i] = item.pos
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = item.seq_id
-                batch.logits[i] = 1 if item.logits else 0
-            batch.n_tokens = num_tokens
+            self._fill(self._batch, plan.tokens)
             start = time.perf_counter()
-            status = llama_cpp.llama_decode(self._ctx, batch)
+            status = llama_cpp.llama_decode(self._ctx, self._batch)
             seconds = time.perf_counter() - start + apart
             if status != 0:
                 raise GenerationError(f"llama_decode failed with status {status} (KV cache full?)")

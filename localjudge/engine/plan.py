@@ -91,8 +91,8 @@ class StepPlan:
     prefixes, evaluate prefixes apart, then decode one batch.
 
     Executed in that order: `saves`, `removals`, `trims`, `restores`, `copies`, `prefills`,
-    then `tokens` in a single `llama_decode`. The i-th logits row of the output belongs to the i-th token whose
-    `logits` is True.
+    then `tokens` in a single `llama_decode`. The i-th logits row of the output belongs to
+    the i-th token whose `logits` is True.
     """
 
     saves: list[SeqSave] = field(default_factory=list)  # cells whose state the output returns

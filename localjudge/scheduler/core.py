@@ -761,7 +761,7 @@ class Scheduler:
                     group.copied = True
                     # a restored group holds its own cells already: the copy makes it ready
                     group.num_evaluated = max(group.num_evaluated, len(parent.key))
-            elif parent is None and not group.num_evaluated and self._goes_apart(group):
+            elif parent is None and self._goes_apart(group):
                 self._apart = group
             chunk = group.key[group.num_evaluated : group.num_evaluated + budget]
             if not chunk:
@@ -845,13 +845,12 @@ class Scheduler:
         """Whether `group`, about to be evaluated, goes to the engine's prefill context: a
         named prefix (a matched one may be split while evaluated) that fits there and adds
         enough tokens, when the context is free."""
-        own = len(group.key) - (len(group.parent.key) if group.parent is not None else 0)
         return (
-            self._apart is None
+            len(group.key) <= self.prefill_cells  # first: 0 cells (off) settles it
+            and self._apart is None
             and not group.num_evaluated  # fresh: nothing evaluated, nothing restored
             and not group.auto
-            and own >= MIN_APART_TOKENS
-            and len(group.key) <= self.prefill_cells
+            and group.own_cells >= MIN_APART_TOKENS
         )
 
     def _first_user(self, group: PrefixGroup) -> Sequence | None:
