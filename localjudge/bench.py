@@ -15,10 +15,11 @@
     requests in flight; one warm-up round is not counted.
 Every way gets the same prompt texts, schema, token budget and greedy decoding. Right after
 each measured round of a way of ours, the bare engine (`LlamaEngine` without the scheduler)
-replays it: the workload's prompt shape, then the round's generation steps, as many at each
-batch size. The way reports its prompt phase and its generation steps as shares of the bare
-engine's, as llama-batched-bench would count them: the median over rounds of each round's
-share of its own replay. Workloads:
+replays it: the round's prompt phase in its shape (its contexts, each after the shared
+instructions, and its claims), the workload's first prompt alone, then the round's
+generation steps, as many at each batch size. The way reports its prompt phase and its
+generation steps as shares of the bare engine's, as llama-batched-bench would count them:
+the median over rounds of each round's share of its own replay. Workloads:
 `single` (one context, many claims), `multi` (a few contexts), `rag` (24+ long contexts of
 ~1,500 tokens, 6 claims each) and `scorer` (the whole hallucination scorer, with its
 defaults, over items: claims, verdicts and a reason; ways c and f; its unit is the item).
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -92,19 +94,27 @@ class WayResult:
     def share_valid(self) -> float:
         return self.valid / self.claims if self.claims else 0.0
 
-    def against_engine(self) -> tuple[float | None, float | None]:
+    def against_engine(self, key: str | None = None) -> tuple[float | None, float | None]:
         """(prefill, generation) as shares of the bare engine's in the same shapes: the
         median over rounds of each round against its replay, measured right after it (see
-        `round_shares`). None where there is nothing to compare."""
-        return tuple(
-            _median(shares) if (shares := [r[k] for r in self.engine_rounds if r[k]]) else None
-            for k in ("prefill", "generation")
-        )
+        `round_shares`). None where there is nothing to compare. With `key`, that share
+        alone ("prefill_alone": against the workload's first prompt alone)."""
+        medians = {
+            k: _median(shares)
+            if (shares := [r[k] for r in self.engine_rounds if r.get(k)])
+            else None
+            for k in ("prefill", "prefill_alone", "generation")
+        }
+        return medians[key] if key else (medians["prefill"], medians["generation"])
 
     def to_dict(self) -> dict:
         prefill, generation = self.against_engine()
         return asdict(self) | {
-            "against_engine": {"prefill": prefill, "generation": generation},
+            "against_engine": {
+                "prefill": prefill,
+                "prefill_alone": self.against_engine("prefill_alone"),
+                "generation": generation,
+            },
             "claims_per_s": round(self.claims_per_s, 3),
             "tokens_per_s": round(self.tokens_per_s, 2),
             "share_valid": round(self.share_valid, 4),
@@ -178,17 +188,21 @@ def _median(values: list[float]) -> float:
 
 def round_shares(stats: SchedulerStats, replay: EngineReplay) -> dict[str, float | None]:
     """One round's shares of the bare engine's replay of it: its prompt-only steps' tokens/s
-    over the replay's prefill; for generation, the time the replay's steps took over the
-    time the round's steps of the same batch sizes took (the same steps, in number and
-    shape). None where the round had no such steps."""
-    prefill = None
-    if stats.prompt_phase_seconds and replay.prefill_tok_s:
-        prefill = stats.prompt_phase_tokens_per_s / replay.prefill_tok_s
+    over the replay's prefill of that prompt phase in its shape ("prefill") and over the
+    replay's prefill of the workload's first prompt alone ("prefill_alone"); for
+    generation, the time the replay's steps took over the time the round's steps of the
+    same batch sizes took (the same steps, in number and shape). None where the round had
+    no such steps."""
+    prefill = alone = None
+    if stats.prompt_phase_seconds:
+        ours = stats.prompt_phase_tokens_per_s
+        prefill = ours / replay.prefill_tok_s if replay.prefill_tok_s else None
+        alone = ours / replay.prefill_alone_tok_s if replay.prefill_alone_tok_s else None
     ours = sum(seconds for _, seconds in stats.generation_by_batch.values())
     bare = sum(
         seconds for n, (_, seconds) in replay.by_batch.items() if n in stats.generation_by_batch
     )
-    return {"prefill": prefill, "generation": bare / ours if ours else None}
+    return {"prefill": prefill, "prefill_alone": alone, "generation": bare / ours if ours else None}
 
 
 def _measured(
@@ -571,8 +585,11 @@ def run_bench(
     }
     text_workloads = [w for w in workloads if w != "scorer"]
     texts_of: dict[str, list[str]] = {}  # each claim's whole prompt
-    # the bare engine's prompt: the first claim's (prefix, own) tokens, as the judge reads them
+    # each claim's (prefix, own) tokens, as the judge reads them, for the bare engine's
+    # replays: the round's prompt phase in its shape, and the first claim's prompt alone
+    tokens_of: dict[str, list[tuple[list[int], list[int]]]] = {}
     bare_prompt_of: dict[str, tuple[list[int], list[int]]] = {}
+    contexts_of: dict[str, int] = {}  # the most contexts a cold round's prompt phase held
     if text_workloads:
         with Judge.load(
             resolved.path, slots=1, max_prefixes=2, n_ctx=2048, n_threads=threads
@@ -580,11 +597,17 @@ def run_bench(
             for name in text_workloads:
                 pairs = [("".join(prefix), own) for prefix, own in _prompts(judge, items_of[name])]
                 texts_of[name] = [prefix + own for prefix, own in pairs]
-                prefix, own = pairs[0]
-                own_tokens = judge.engine.tokenize(
-                    own, add_special=False, parse_special=judge.parse_special
-                )
-                bare_prompt_of[name] = (judge.tokenize(prefix), own_tokens)
+                prefix_tokens = {prefix: judge.tokenize(prefix) for prefix, _ in pairs}
+                tokens_of[name] = [
+                    (
+                        prefix_tokens[prefix],
+                        judge.engine.tokenize(
+                            own, add_special=False, parse_special=judge.parse_special
+                        ),
+                    )
+                    for prefix, own in pairs
+                ]
+                bare_prompt_of[name] = tokens_of[name][0]
     for report in reports:
         items = items_of[report.workload]
         if report.workload in bare_prompt_of:
@@ -624,14 +647,22 @@ def run_bench(
             progress(f"{report.workload}: ({way}) {label[3:]}; the bare engine after each round")
 
             def replay(
-                stats: SchedulerStats, widest=num_slots, prompt=bare_prompt_of[report.workload]
+                stats: SchedulerStats, widest=num_slots, workload=report.workload, way=way
             ) -> EngineReplay:
                 # the bare engine right after the round, so that both see the machine at
                 # the same speed (this VM's drifts by 20% within minutes)
+                parts = []
+                if stats.prompt_phase_tokens:
+                    parts = prompt_phase_parts(tokens_of[workload], stats.prompt_phase_tokens)
+                if way == "c":
+                    contexts_of[workload] = max(
+                        contexts_of.get(workload, 1), replayed_contexts(parts)
+                    )
                 return bare_engine_replay_apart(
                     resolved.path,
-                    *prompt,
+                    *bare_prompt_of[workload],
                     {n: steps for n, (steps, _) in stats.generation_by_batch.items()},
+                    parts=parts,
                     widest=widest,
                     max_tokens=max_tokens,
                     threads=threads,
@@ -668,6 +699,7 @@ def run_bench(
                 resolved.path,
                 bare_prompt_of[report.workload][0],
                 sizes,
+                contexts=contexts_of.get(report.workload, 1),
                 threads=threads,
                 gpu_layers=gpu_layers,
                 adapters=resolved.adapters,
@@ -715,12 +747,109 @@ def run_bench(
 class EngineReplay:
     """What the bare engine measured replaying one round of a way."""
 
-    prefill_tok_s: float  # the round's prompt shapes (see `bare_engine_replay`)
+    prefill_tok_s: float  # the round's prompt phase, in its shape (see `bare_engine_replay`)
     by_batch: dict[int, tuple[int, float]]  # n -> (steps, seconds) of its generation steps
+    # the workload's first prefix alone from position 0, then claims after it
+    prefill_alone_tok_s: float | None = None
 
     def tok_s_by_batch(self) -> dict[int, float]:
         """n -> output tokens/s of its generation steps at n."""
         return {n: n * steps / seconds for n, (steps, seconds) in sorted(self.by_batch.items())}
+
+
+@dataclass(frozen=True)
+class PromptPart:
+    """One sequence's prompt tokens in a replayed prompt phase: `tokens` at positions
+    `start`, `start + 1`, ... of sequence `seq`, which first gets a copy of the cells of
+    `parent`'s positions [0, start) (None: from position 0, no parent)."""
+
+    seq: int
+    parent: int | None
+    start: int
+    tokens: tuple[int, ...]
+    prefix: bool  # a shared prefix (instructions, a context), not a claim's own prompt
+
+
+def prompt_phase_parts(
+    pairs: list[tuple[list[int], list[int]]], num_tokens: int
+) -> list[PromptPart]:
+    """The prompt phase of a round, in its shape, for the bare engine to replay: `pairs`
+    are the round's prompts as (prefix, own) tokens, in the order requested. As the
+    scheduler does, the prefixes' common part (the instructions) is evaluated once, each
+    distinct prefix after it in a sequence of its own, then the claims' own prompts each
+    after its prefix, prefixes before claims; so that the tokens of each attend over what
+    ours did, with the other contexts' cells in the cache. The pairs are taken in order
+    until their tokens reach `num_tokens` (the round's prompt-phase tokens), and the last
+    part is cut so that exactly `num_tokens` are evaluated."""
+    distinct = list(dict.fromkeys(tuple(prefix) for prefix, _ in pairs))
+    shared = len(os.path.commonprefix(distinct))  # element by element, any sequences
+    prefixes: list[PromptPart] = []
+    owns: list[PromptPart] = []
+    seq_of: dict[tuple[int, ...], int] = {}
+    total = 0
+    for prefix, own in pairs:
+        if total >= num_tokens:
+            break
+        key = tuple(prefix)
+        if not prefixes:  # the common part, from position 0
+            prefixes.append(PromptPart(0, None, 0, key[:shared], True))
+            total += shared
+        if key not in seq_of:
+            seq_of[key] = 0
+            if len(key) > shared:  # a context after the instructions
+                seq_of[key] = len(prefixes)
+                prefixes.append(PromptPart(len(prefixes), 0, shared, key[shared:], True))
+                total += len(key) - shared
+        owns.append(PromptPart(-1, seq_of[key], len(key), tuple(own), False))
+        total += len(own)
+    parts, left = [], num_tokens
+    for part in prefixes + owns:
+        if left <= 0:
+            break
+        seq = part.seq if part.prefix else len(prefixes) + sum(not p.prefix for p in parts)
+        parts.append(PromptPart(seq, part.parent, part.start, part.tokens[:left], part.prefix))
+        left -= len(part.tokens[:left])
+    return [p for p in parts if p.tokens]
+
+
+def replayed_contexts(parts: list[PromptPart]) -> int:
+    """How many distinct prefixes (contexts) a replayed prompt phase evaluates."""
+    prefixes = sum(part.prefix for part in parts)
+    return prefixes - 1 if prefixes > 1 else prefixes
+
+
+def _replay_prompt(engine, parts: list[PromptPart], n_batch: int) -> float:
+    """Evaluate `parts` in `n_batch`-token steps, packed in order as the scheduler packs its
+    steps: a part whose parent is not complete yet starts a new step. Engine seconds."""
+    from localjudge.engine import BatchToken, SeqCopy, StepPlan
+
+    done: set[int] = set()  # sequences whose every token has been evaluated
+    ending: list[int] = []  # sequences whose last token is in `plan`
+    seconds, plan = 0.0, StepPlan()
+
+    def flush() -> None:
+        nonlocal seconds, plan
+        if plan.tokens or plan.copies:
+            seconds += engine.execute(plan).seconds
+        done.update(ending)
+        ending.clear()
+        plan = StepPlan()
+
+    for part in parts:
+        if part.parent is not None:
+            if part.parent not in done:
+                flush()
+            plan.copies.append(SeqCopy(part.parent, part.seq, 0, part.start))
+        for i, token in enumerate(part.tokens, start=part.start):
+            plan.tokens.append(BatchToken(token, i, part.seq, False))
+            if len(plan.tokens) == n_batch:
+                if i == part.start + len(part.tokens) - 1:
+                    ending.append(part.seq)
+                flush()
+        if plan.tokens:  # its last token is in the step being packed
+            ending.append(part.seq)
+    flush()
+    return seconds
 
 
 def bare_engine_replay(
@@ -734,42 +863,49 @@ def bare_engine_replay(
     threads: int | None,
     gpu_layers: int | None = None,
     adapters: tuple[tuple[Path, float], ...] = (),
+    parts: list[PromptPart] = (),
 ) -> EngineReplay:
     """The bare engine (`LlamaEngine`, no scheduler) doing what one round of ours did, as
-    llama-batched-bench counts it. The prompt: `tokens` (a prefix: instructions and
-    context) decoded once from position 0 in `n_batch` chunks and copied to the widest
-    batch's sequences, each of which evaluates `own_tokens` (a claim's own prompt) after
-    it in `n_batch` chunks without logits (the head follows, as in ours), so that its
-    tokens attend over what ours do. Then the round's generation steps: for each batch size
+    llama-batched-bench counts it. The prompt phase: `parts` (`prompt_phase_parts`: the
+    round's own, in its shape) in `n_batch` chunks, without logits; its rate is
+    `prefill_tok_s`. Then, from an empty cache, the workload's first prompt alone: `tokens`
+    (a prefix: instructions and context) decoded once from position 0 in `n_batch` chunks
+    and copied to the widest batch's sequences, each of which evaluates `own_tokens` (a
+    claim's own prompt) after it in `n_batch` chunks without logits (the head follows, as
+    in ours); its rate is `prefill_alone_tok_s` (and `prefill_tok_s` too, when no `parts`
+    are given). Then the round's generation steps on those sequences: for each batch size
     n, `steps_by_batch[n]` steps in which n sequences feed one token each with logits, a
     sequence going back to the end of its prompt after `max_tokens` outputs, as a request
     of ours ends within its budget. `widest`: the most sequences the prompt is copied to (at
     least the widest batch)."""
-    from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqCopy, SeqTrim, StepPlan
+    from localjudge.engine import BatchToken, EngineConfig, LlamaEngine, SeqTrim, StepPlan
 
     widest = max([widest, *steps_by_batch])  # a round may have had no generation steps
     prompt_len = len(tokens) + len(own_tokens)
     config = EngineConfig(
-        n_ctx=len(tokens) + widest * (len(own_tokens) + max_tokens + 1) + 256,
-        n_seq_max=widest + 1,
+        n_ctx=max(
+            len(tokens) + widest * (len(own_tokens) + max_tokens + 1),
+            sum(len(part.tokens) for part in parts),
+        )
+        + 256,
+        n_seq_max=max(widest + 1, len(parts)),
         n_threads=threads,
         n_gpu_layers=gpu_layers,
         adapters=adapters,
     )
     with LlamaEngine(model_path, config) as engine:
+        phase_tok_s = None
+        if parts:
+            seconds = _replay_prompt(engine, parts, config.n_batch)
+            phase_tok_s = sum(len(part.tokens) for part in parts) / seconds
+            engine.clear()
         shared = widest
-        prompt = [BatchToken(t, i, shared, False) for i, t in enumerate(tokens)]
-        owns = [
-            BatchToken(t, len(tokens) + i, seq, False)
-            for seq in range(widest)
-            for i, t in enumerate(own_tokens)
+        alone = [PromptPart(shared, None, 0, tuple(tokens), True)] + [
+            PromptPart(seq, shared, len(tokens), tuple(own_tokens), False) for seq in range(widest)
         ]
-        prefill_seconds = 0.0
-        for part, copies in ((prompt, []), (owns, range(widest))):
-            engine.execute(StepPlan(copies=[SeqCopy(shared, s, 0, len(tokens)) for s in copies]))
-            for start in range(0, len(part), config.n_batch):
-                plan = StepPlan(tokens=part[start : start + config.n_batch])
-                prefill_seconds += engine.execute(plan).seconds
+        alone_tok_s = sum(map(len, (tokens, *[own_tokens] * widest))) / _replay_prompt(
+            engine, alone, config.n_batch
+        )
         token = engine.tokenize(" the", add_special=False)[0]
         positions = [prompt_len] * widest
 
@@ -787,7 +923,7 @@ def bare_engine_replay(
         by_batch = {}
         for n_seqs, steps in sorted(steps_by_batch.items(), reverse=True):
             by_batch[n_seqs] = (steps, sum(step(n_seqs) for _ in range(steps)))
-    return EngineReplay((len(prompt) + len(owns)) / prefill_seconds, by_batch)
+    return EngineReplay(phase_tok_s or alone_tok_s, by_batch, alone_tok_s)
 
 
 def bare_engine_replay_apart(
@@ -797,6 +933,7 @@ def bare_engine_replay_apart(
     steps_by_batch: dict[int, int],
     *,
     adapters: tuple[tuple[Path, float], ...] = (),
+    parts: list[PromptPart] = (),
     **options,
 ) -> EngineReplay:
     """`bare_engine_replay` in a Python process of its own, so that its memory (which the
@@ -811,6 +948,7 @@ def bare_engine_replay_apart(
         "own_tokens": own_tokens,
         "steps_by_batch": sorted(steps_by_batch.items()),
         "adapters": [(str(path), scale) for path, scale in adapters],
+        "parts": [asdict(part) for part in parts],
         "options": options,
     }
     run = subprocess.run(
@@ -824,7 +962,7 @@ def bare_engine_replay_apart(
         raise RuntimeError(f"the bare engine's replay failed: {run.stderr[-1000:]}")
     result = json.loads(run.stdout.splitlines()[-1])
     by_batch = {int(n): (steps, seconds) for n, (steps, seconds) in result["by_batch"].items()}
-    return EngineReplay(result["prefill_tok_s"], by_batch)
+    return EngineReplay(result["prefill_tok_s"], by_batch, result["prefill_alone_tok_s"])
 
 
 def _replay_main() -> None:
@@ -839,6 +977,7 @@ def _replay_main() -> None:
         call["own_tokens"],
         {n: steps for n, steps in call["steps_by_batch"]},
         adapters=tuple((Path(path), scale) for path, scale in call["adapters"]),
+        parts=[PromptPart(**(part | {"tokens": tuple(part["tokens"])})) for part in call["parts"]],
         **call["options"],
     )
     print(json.dumps(asdict(replay)))
@@ -857,18 +996,29 @@ class BatchedBenchCheck:
     # one entry per run of each, in the order run: {"prefill": tok/s, "generation": {n: tok/s}}
     tool: list[dict] = field(default_factory=list)
     engine: list[dict] = field(default_factory=list)
+    # contexts > 1 (a cold round's prompt phase held that many): also the prompt alone in
+    # each of `contexts` sequences, one after the other in one unified KV cache (no `-pps`),
+    # as those contexts are evaluated; S_PP of each run of each, in the order run
+    contexts: int = 1
+    tool_contexts: list[float] = field(default_factory=list)
+    engine_contexts: list[float] = field(default_factory=list)
 
     def engine_shares(self) -> dict:
         """The bare engine's rates over llama-batched-bench's, run by run (each run against
         the one right before it), median over runs."""
         pairs = list(zip(self.engine, self.tool, strict=True))
-        return {
+        shares = {
             "prefill": _median([e["prefill"] / t["prefill"] for e, t in pairs]),
             "generation": {
                 n: _median([e["generation"][n] / t["generation"][n] for e, t in pairs])
                 for n in self.batch_sizes
             },
         }
+        if self.engine_contexts:
+            shares["prefill_contexts"] = _median(
+                [e / t for e, t in zip(self.engine_contexts, self.tool_contexts, strict=True)]
+            )
+        return shares
 
     def to_dict(self) -> dict:
         return asdict(self) | {"engine_shares": self.engine_shares()}
@@ -897,31 +1047,58 @@ def check_against_batched_bench(
     adapters: tuple[tuple[Path, float], ...] = (),
     steps: int = 32,
     repeats: int = 2,
+    contexts: int = 1,
 ) -> BatchedBenchCheck:
     """`repeats` runs of llama-batched-bench, each followed by the bare engine in the same
     shape (`bare_engine_replay` with no claims), with the engine's settings: unified KV cache,
-    full SWA cache, n_batch 512, n_ubatch 256, the judge's threads and LoRA adapters."""
+    full SWA cache, n_batch 512, n_ubatch 256, the judge's threads and LoRA adapters. With
+    `contexts` > 1, each run also evaluates the prompt in that many sequences, one after
+    the other (`-npl contexts` without `-pps`), and the bare engine likewise."""
     import subprocess
 
     widest = max(batch_sizes)
-    command = [
+    base = [
         str(binary),
         "-m", str(model_path),
-        "-c", str(len(tokens) + widest * steps + 512),
         "-b", "512",
         "-npp", str(len(tokens)),
+        "--output-format", "jsonl",
+    ]  # fmt: skip
+    base += _llama_tool_options(threads, gpu_layers, adapters)
+    command = base + [
+        "-c", str(len(tokens) + widest * steps + 512),
         "-ntg", str(steps),
         "-npl", ",".join(map(str, sorted(batch_sizes))),
         "-pps",
-        "--output-format", "jsonl",
     ]  # fmt: skip
-    command += _llama_tool_options(threads, gpu_layers, adapters)
-    check = BatchedBenchCheck(len(tokens), steps, sorted(batch_sizes))
-    for _ in range(repeats):
+    # one output token each: the tool measures its prompt phase apart from it
+    contexts_command = base + ["-c", str(contexts * (len(tokens) + 1) + 512), "-ntg", "1"]
+    contexts_command += ["-npl", str(contexts)]
+
+    def tool(command: list[str]) -> dict:
         run = subprocess.run(command, capture_output=True, text=True, timeout=1800)
         if run.returncode != 0:
             raise RuntimeError(f"llama-batched-bench failed: {run.stderr[-1000:]}")
-        check.tool.append(parse_batched_bench(run.stdout))
+        return parse_batched_bench(run.stdout)
+
+    check = BatchedBenchCheck(len(tokens), steps, sorted(batch_sizes), contexts=contexts)
+    for _ in range(repeats):
+        if contexts > 1:
+            check.tool_contexts.append(tool(contexts_command)["prefill"])
+            apart = bare_engine_replay_apart(
+                model_path,
+                tokens,
+                [],
+                {},
+                parts=[PromptPart(seq, None, 0, tuple(tokens), True) for seq in range(contexts)],
+                widest=1,
+                max_tokens=1,
+                threads=threads,
+                gpu_layers=gpu_layers,
+                adapters=adapters,
+            )
+            check.engine_contexts.append(apart.prefill_tok_s)
+        check.tool.append(tool(command))
         replay = bare_engine_replay_apart(
             model_path,
             tokens,

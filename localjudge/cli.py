@@ -1005,17 +1005,25 @@ def bench(
             prefill, generation = way.against_engine()
             shares = [
                 f"{label} {share:.0%} ("
-                + ", ".join("-" if r[key] is None else f"{r[key]:.0%}" for r in way.engine_rounds)
+                + ", ".join(
+                    "-" if r.get(key) is None else f"{r[key]:.0%}" for r in way.engine_rounds
+                )
                 + ")"
                 for label, key, share in (
                     ("prefill", "prefill", prefill),
+                    (
+                        "prefill against the prompt alone",
+                        "prefill_alone",
+                        way.against_engine("prefill_alone"),
+                    ),
                     ("generation", "generation", generation),
                 )
                 if share is not None
             ]
             console.print(
-                f"  ({way.way[0]}) the bare engine replaying each round right after it, on"
-                f" the {report.engine_prompt_tokens}-token prompt: prefill"
+                f"  ({way.way[0]}) the bare engine replaying each round right after it (its"
+                " prompt phase in its shape, then the"
+                f" {report.engine_prompt_tokens}-token first prompt alone): prefill"
                 f" {way.engine_prefill_tok_s:.0f} tok/s, decode tok/s by sequences in the step"
                 f" {rates}; ours, median of rounds (each round): "
                 + (", ".join(shares) or "nothing to compare")
@@ -1035,6 +1043,14 @@ def bench(
                     for n in check.batch_sizes
                 )
             )
+            if check.tool_contexts:
+                console.print(
+                    f"  llama-batched-bench -npp {check.prompt_tokens} -npl {check.contexts}"
+                    f" (the prompt in {check.contexts} sequences, one after the other, as a cold"
+                    f" round's prompt phase holds {check.contexts} contexts): S_PP"
+                    f" {check.tool_contexts[-1]:.0f} tok/s"
+                    f" ({shares['prefill_contexts']:.0%})"
+                )
     if resolved.entry is not None and not resolved.entry.meaningful:
         click.echo(BASE_MODEL_WARNING.format(name=resolved.name))
 

@@ -12,14 +12,19 @@ from click.testing import CliRunner
 from localjudge.bench import (
     BatchedBenchCheck,
     EngineReplay,
+    PromptPart,
     WayResult,
+    _replay_prompt,
     bare_engine_replay,
     bare_engine_replay_apart,
     parse_batched_bench,
+    prompt_phase_parts,
+    replayed_contexts,
     round_shares,
 )
 from localjudge.bench_workloads import rag_items, workload_items
 from localjudge.cli import cli
+from localjudge.engine import StepOutput
 from localjudge.registry import resolve
 from localjudge.scheduler.stats import SchedulerStats
 
@@ -42,19 +47,70 @@ def test_each_round_is_compared_with_its_own_replay_and_the_median_reported():
         prompt_phase_seconds=2.0,
         generation_by_batch={32: (10, 1.0), 4: (5, 0.25)},
     )
-    replay = EngineReplay(prefill_tok_s=400.0, by_batch={32: (10, 0.9), 4: (5, 0.2)})
+    replay = EngineReplay(400.0, {32: (10, 0.9), 4: (5, 0.2)}, prefill_alone_tok_s=625.0)
     shares = round_shares(stats, replay)
-    assert shares == {"prefill": 1.25, "generation": pytest.approx(1.1 / 1.25)}
+    assert shares == {"prefill": 1.25, "prefill_alone": 0.8, "generation": pytest.approx(0.88)}
     # a round without prompt-only or generation steps has nothing to compare
-    assert round_shares(SchedulerStats(), replay) == {"prefill": None, "generation": None}
+    assert round_shares(SchedulerStats(), replay) == dict.fromkeys(shares)
     way = WayResult("c: scheduler x32", 32, 1.0, 0, 0, 0.0, 32)
     assert way.against_engine() == (None, None)
     way.engine_rounds = [
-        {"prefill": 0.9, "generation": 1.2},
-        {"prefill": None, "generation": 0.8},
-        {"prefill": 1.0, "generation": 0.95},
+        {"prefill": 0.9, "prefill_alone": 0.8, "generation": 1.2},
+        {"prefill": None, "prefill_alone": None, "generation": 0.8},
+        {"prefill": 1.0, "prefill_alone": 0.9, "generation": 0.95},
     ]
     assert way.against_engine() == (pytest.approx(0.95), 0.95)
+    assert way.against_engine("prefill_alone") == pytest.approx(0.85)
+    assert way.to_dict()["against_engine"]["prefill_alone"] == pytest.approx(0.85)
+
+
+def test_a_rounds_prompt_phase_is_replayed_in_its_shape():
+    instructions = [1, 2, 3]
+    a, b = instructions + [10, 11], instructions + [20, 21, 22]
+    pairs = [(a, [30, 31]), (a, [32]), (b, [33, 34]), (b, [35]), (instructions + [40], [36])]
+    # the instructions once, each context after them, then each claim after its context,
+    # cut where the round's prompt phase ended (12 tokens: one claim token short)
+    parts = prompt_phase_parts(pairs, 12)
+    assert parts == [
+        PromptPart(0, None, 0, (1, 2, 3), True),
+        PromptPart(1, 0, 3, (10, 11), True),
+        PromptPart(2, 0, 3, (20, 21, 22), True),
+        PromptPart(3, 1, 5, (30, 31), False),
+        PromptPart(4, 1, 5, (32,), False),
+        PromptPart(5, 2, 6, (33,), False),
+    ]
+    assert replayed_contexts(parts) == 2
+    # one prefix (a single-context workload): it is the shared part, and claims follow it
+    single = prompt_phase_parts([(a, [30, 31]), (a, [32])], 100)
+    assert single == [
+        PromptPart(0, None, 0, tuple(a), True),
+        PromptPart(1, 0, 5, (30, 31), False),
+        PromptPart(2, 0, 5, (32,), False),
+    ]
+    assert replayed_contexts(single) == 1
+
+    class Recorder:  # the engine's side of the replay: the plans it is given
+        def __init__(self):
+            self.plans = []
+
+        def execute(self, plan):
+            self.plans.append(plan)
+            return StepOutput(logits=None, seconds=0.5)
+
+    engine = Recorder()
+    assert _replay_prompt(engine, parts, n_batch=4) == 0.5 * len(engine.plans)
+    steps = [[(t.seq_id, t.pos) for t in plan.tokens] for plan in engine.plans]
+    copies = [[(c.src, c.dst, c.p1) for c in plan.copies] for plan in engine.plans]
+    # packed 4 to a step, in order; a part whose parent is not complete starts a new step:
+    # the contexts wait for the instructions, the last claim for the second context
+    assert steps == [
+        [(0, 0), (0, 1), (0, 2)],
+        [(1, 3), (1, 4), (2, 3), (2, 4)],
+        [(2, 5), (3, 5), (3, 6), (4, 5)],
+        [(5, 6)],
+    ]
+    assert copies == [[], [(0, 1, 3), (0, 2, 3)], [(1, 3, 5), (1, 4, 5)], [(2, 5, 6)]]
+    assert not any(t.logits for plan in engine.plans for t in plan.tokens)
 
 
 @pytest.mark.real
@@ -63,16 +119,19 @@ def test_the_bare_engine_replays_the_steps_it_is_given():
         resolve().path, list(range(100, 140)), list(range(200, 210)), {3: 7, 1: 4},
         widest=4, max_tokens=3, threads=None,
     )  # fmt: skip
-    assert replay.prefill_tok_s > 0
+    assert replay.prefill_tok_s == replay.prefill_alone_tok_s > 0  # no prompt phase given
     assert replay.by_batch.keys() == {3, 1}
     assert [steps for steps, _ in replay.by_batch.values()] == [7, 4]
     assert all(seconds > 0 for _, seconds in replay.by_batch.values())
     # in a process of its own, as bench runs it; a round without generation steps
+    # a prompt phase in its shape: two contexts after shared instructions, a claim each
+    pairs = [(list(range(100, 140)) + [c] * 30, [c + 1] * 8) for c in (300, 400)]
     apart = bare_engine_replay_apart(
         resolve().path, list(range(100, 140)), list(range(200, 210)), {},
-        widest=2, max_tokens=3, threads=None,
+        parts=prompt_phase_parts(pairs, 116), widest=2, max_tokens=3, threads=None,
     )  # fmt: skip
-    assert apart.prefill_tok_s > 0 and apart.by_batch == {}
+    assert apart.prefill_tok_s > 0 and apart.prefill_alone_tok_s > 0 and apart.by_batch == {}
+    assert apart.prefill_tok_s != apart.prefill_alone_tok_s
 
 
 @pytest.mark.real
