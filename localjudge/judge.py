@@ -158,6 +158,7 @@ class Judge:
                 prompt_cache_bytes=int(prompt_cache_mib * (1 << 20)),
                 max_kept_prompts=keep_prompts,
                 prefill_cells=getattr(engine, "prefill_cells", 0),  # engines without one: 0
+                swa_window=getattr(engine, "swa_window", 0),
             )
             self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
         except BaseException:

@@ -151,3 +151,31 @@ def test_split_prompt_defuses_the_requests_own_text():
             0
         ]
         assert judge.tokenize(own).count(end_of_turn) == 1  # the template's, not the claim's
+
+
+def test_llama_cpp_gives_cells_a_window_behind_a_sequences_end_to_other_tokens():
+    # what `Scheduler.swa_window` guards against: even with the full SWA cache, a cell of
+    # one sequence a window or more behind that sequence's end is free for other tokens
+    import llama_cpp
+
+    from localjudge.engine import BatchToken, StepPlan
+
+    def decode(engine, tokens, seq_id):
+        for start in range(0, len(tokens), 512):
+            chunk = tokens[start : start + 512]
+            engine.execute(
+                StepPlan(
+                    tokens=[BatchToken(t, start + i, seq_id, False) for i, t in enumerate(chunk)]
+                )
+            )
+
+    with LlamaEngine(resolve().path, EngineConfig(n_ctx=2048, n_seq_max=4)) as engine:
+        assert engine.swa_window == 512  # Gemma 3's sliding window
+        decode(engine, list(range(1000, 1300)), 1)  # cells 0..299
+        decode(engine, list(range(2000, 2800)), 0)  # cells 300..1099: positions 0..799
+        engine.execute(StepPlan(removals=[1]))  # cells 0..299 free again
+        lowest = llama_cpp.llama_memory_seq_pos_min(engine._memory, 0)
+        decode(engine, list(range(3000, 3500)), 2)  # 300 free cells, then sequence 0's
+        moved = llama_cpp.llama_memory_seq_pos_min(engine._memory, 0)
+    # sequence 0 lost the sliding-window cells of its first positions (288 = 800 - 512)
+    assert lowest == 0 and 0 < moved <= 800 - 512

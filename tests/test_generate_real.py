@@ -212,9 +212,54 @@ def test_automatic_prefixes_match_explicit_ones_on_the_real_engine():
         whole = sum(len(judge.tokenize(r.prompt)) for r in plain)
         shared = len(judge.tokenize(plain[0].prompt)) - 40
     automatic = first + rest
-    assert evaluated < whole - 2 * shared  # the instructions and context once, not four times
-    assert all(r.counts.prefix_reused > shared for r in rest)
+    # the first prompt's kept group is longer than the model's sliding window (512), so it
+    # is not split by copying its cells: the instructions and context are evaluated once
+    # more, as a group of their own that the other two share (twice, not four times)
+    assert evaluated <= whole - 2 * shared
+    reused = sorted(r.counts.prefix_reused for r in rest)
+    assert reused[0] == 0 and all(n > shared for n in reused[1:])
     assert_same_verdicts(explicit, automatic)  # batch shapes differ; the cells do not
+
+
+def test_a_prompt_whose_window_llama_cpp_gave_away_is_not_split_on_the_real_engine():
+    # llama.cpp gives the cells of a sequence that lie a window (512) or more behind its end
+    # to other tokens: here a prompt kept as a group loses its first positions' cells to a
+    # prompt placed over freed cells before them. A request sharing the kept prompt's first
+    # part must not read them through a split: the shared part is evaluated afresh. (How
+    # far P(yes) moves with a window's holes depends on the prompt; this base model moves
+    # it as much between batch shapes here, so the exact tests are the fake engine's.)
+    import llama_cpp
+
+    from localjudge import Judge
+
+    def facts(topic: str, n: int) -> str:
+        return " ".join(
+            f"The {topic} report lists item {i} at {i * 7 % 13} units." for i in range(n)
+        )
+
+    shared = "Policy: " + facts("audit", 30) + "\n"
+    claim = "Claim: the audit report lists item 3 at 8 units.\nVerdict (JSON):"
+    texts = {
+        "filler": facts("garden", 30) + "\nVerdict (JSON):",
+        "kept": shared + facts("harbour", 60) + "\n" + claim,
+        "other": facts("museum", 60) + "\nVerdict (JSON):",
+        "asked": shared + claim,
+    }
+    schema = load_schema("hallucination_verdict")
+    with Judge.load(
+        "gemma-3-270m", slots=1, max_prefixes=2, n_ctx=4096, cache_prefixes=True, keep_prompts=0
+    ) as judge:
+        for name in ("filler", "kept", "other"):  # "other" evicts "filler", then reuses cells
+            judge.generate_many([judge.request(texts[name], schema, max_tokens=24)])
+        kept = next(g for k, g in judge.scheduler.groups.items() if len(k) > 2 * 512)
+        # the kept prompt's group lost its first positions' sliding-window cells
+        assert llama_cpp.llama_memory_seq_pos_min(judge.engine._memory, kept.seq_id) > 0
+        (asked,) = judge.generate_many([judge.request(texts["asked"], schema, max_tokens=24)])
+        assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)
+        shared_tokens = len(judge.tokenize(shared))
+    assert asked.counts.prefix_reused == 0  # the shared part was evaluated afresh
+    assert asked.counts.prompt_evaluated > shared_tokens
+    jsonschema.validate(asked.value, schema)
 
 
 def two_rounds(judge, parts):

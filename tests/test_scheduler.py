@@ -34,7 +34,11 @@ def grammar(fake_vocabulary, tmp_home):
 
 
 def make_runtime(vocabulary, script=verdict_script, **kwargs):
-    engine = FakeEngine(script, prefill_cells=kwargs.get("prefill_cells", 0))
+    engine = FakeEngine(
+        script,
+        prefill_cells=kwargs.get("prefill_cells", 0),
+        swa_window=kwargs.get("swa_window", 0),
+    )
     options = {"n_ctx": 4000, "max_num_seqs": 4, "max_num_prefixes": 2, "token_budget": 64} | kwargs
     scheduler = Scheduler(vocabulary=vocabulary, **options)
     return engine, scheduler, BatchRuntime(engine, scheduler, engine.tokenize)
@@ -510,6 +514,32 @@ def test_auto_prefix_reuses_the_prompts_of_finished_requests(fake_vocabulary, gr
     runtime.close()
 
 
+@pytest.mark.parametrize("window", [0, 8])
+def test_a_long_group_is_never_split_where_its_sliding_window_may_be_gone(
+    fake_vocabulary, grammar, window
+):
+    # llama.cpp gives cells a window behind a sequence's end to other tokens (and a saved
+    # state omits them): a copy of a group's cells up to a point inside it may lack the
+    # window before that point, which the fake engine leaves as holes
+    engine, scheduler, runtime = make_runtime(
+        fake_vocabulary, max_num_prefixes=8, auto_prefix=8, swa_window=window
+    )
+    first = runtime.run([plain_request(grammar, CONTEXT, "c0 sky")])[0]
+    other = runtime.run([plain_request(grammar, CONTEXT, "c1 moon")])[0]
+    third = runtime.run([plain_request(grammar, CONTEXT, "c2 moon")])[0]
+    verdicts = [r.value["verdict"] for r in (first, other, third)]
+    assert verdicts == ["no", "yes", "yes"]
+    context = len(engine.tokenize(CONTEXT))
+    if window:  # the context is evaluated afresh beside the first prompt's group, once
+        assert other.counts.prefix_reused == 0
+        assert other.counts.prompt_evaluated > context
+    else:  # the first prompt's group is split at the context
+        assert other.counts.prefix_reused >= context
+    assert third.counts.prefix_reused >= context  # the context's group, either way
+    assert_scheduler_idle(scheduler, engine, runtime=runtime)
+    runtime.close()
+
+
 def test_auto_prefix_splits_a_group_still_being_evaluated(fake_vocabulary, grammar):
     engine, scheduler, runtime = make_runtime(
         fake_vocabulary, max_num_prefixes=8, auto_prefix=8, token_budget=16
@@ -574,6 +604,7 @@ def test_auto_prefix_random_arrivals_evictions_and_cancels(
         auto_prefix=rng.choice([1, 4, 16]),
         max_kept_prompts=(0, 1, 3, 8)[seed % 4],  # not from rng: the streams stay as they were
         prefill_cells=(0, 300, 4000)[seed % 3],  # only named prefixes go apart: none here
+        swa_window=(0, 16, 64)[seed // 2 % 3],
     )
 
     def new_request(n):

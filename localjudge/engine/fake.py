@@ -94,6 +94,7 @@ class FakeEngine:
         n_ctx: int = 20000,
         shape_noise: float = 0.0,
         prefill_cells: int = 0,
+        swa_window: int = 0,
     ) -> None:
         self.tokenizer = tokenizer or FakeTokenizer()
         self.step_seconds = step_seconds  # emulated device time per step
@@ -106,6 +107,10 @@ class FakeEngine:
         # the prefill context: the longest prefix it takes, and the tokens it holds
         self.prefill_cells = prefill_cells
         self.apart: list[int] = []
+        # a sliding window, as llama.cpp keeps it: a copy of positions before the source's
+        # end gets holes where the window before its end lies a window or more behind the
+        # source's end (cells llama.cpp may have given to other tokens)
+        self.swa_window = swa_window
         self.plans: list[StepPlan] = []
         self.n_vocab = self.tokenizer.n_vocab
         self.n_ctx = n_ctx
@@ -166,6 +171,12 @@ class FakeEngine:
             cells = self.kv.setdefault(copy.dst, [])
             cells.extend([None] * (copy.p1 - len(cells)))
             cells[copy.p0 : copy.p1] = source[copy.p0 : copy.p1]
+            if self.swa_window:  # the window before p1, where it may be gone from the source
+                for pos in range(
+                    max(copy.p0, copy.p1 - self.swa_window + 1),
+                    min(copy.p1, len(source) - self.swa_window + 1),
+                ):
+                    cells[pos] = None
         for prefill in plan.prefills:
             self._prefill_apart(prefill)
         rows = []

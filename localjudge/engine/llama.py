@@ -134,6 +134,8 @@ class LlamaEngine:
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
+        # the sliding window of its SWA layers (0: none); see `Scheduler.swa_window`
+        self.swa_window = int(llama_cpp.llama_model_n_swa(model))
 
         ctx_params = llama_cpp.llama_context_default_params()
         ctx_params.n_ctx = self.config.n_ctx
@@ -143,7 +145,9 @@ class LlamaEngine:
         ctx_params.n_threads = self.n_threads
         ctx_params.n_threads_batch = self.n_threads
         ctx_params.kv_unified = True
-        ctx_params.swa_full = True  # a shared prefix may be copied in part: keep every position
+        # the SWA layers' cache as large as the others' (llama.cpp still gives a sequence's
+        # cells a window behind its end to other tokens: see `Scheduler.swa_window`)
+        ctx_params.swa_full = True
         ctx_params.no_perf = True
         ctx = llama_cpp.llama_init_from_model(model, ctx_params)
         if not ctx:

@@ -116,6 +116,7 @@ class Scheduler:
         prompt_cache_bytes: int = 0,
         max_kept_prompts: int = 0,
         prefill_cells: int = 0,
+        swa_window: int = 0,
     ) -> None:
         if max_num_seqs < 1 or max_num_prefixes < 1:
             raise ValueError("max_num_seqs and max_num_prefixes must be at least 1")
@@ -162,6 +163,11 @@ class Scheduler:
         # group it is evaluating (one at a time: it holds one prefix)
         self.prefill_cells = prefill_cells
         self._apart: PrefixGroup | None = None
+        # the model's sliding window (0: none). llama.cpp gives a cell of one sequence that
+        # lies a window or more behind that sequence's end to other tokens, even with the
+        # full SWA cache, and a saved state omits such cells: so a group that long may lack
+        # the window before a point inside it, and is never split by copying its cells
+        self.swa_window = swa_window
         self.stats = SchedulerStats()
         self.chooser = TokenChooser(
             vocabulary,
@@ -507,6 +513,7 @@ class Scheduler:
         tokens = seq.item.prompt_tokens
         limit = len(tokens) - 1  # the sequence evaluates at least its last token
         best, length = None, 0
+        whole = None  # the longest group matched to its end (read without a split)
         for group in self.groups.values():
             n = _common_prefix(group.key, tokens, limit)
             waiting = group.parent is not None and not group.copied and group.num_evaluated
@@ -516,25 +523,43 @@ class Scheduler:
                 continue
             if n > length or (n == length and best is not None and n == len(group.key)):
                 best, length = group, n
+            if n == len(group.key) and (whole is None or n > len(whole.key)):
+                whole = group
         if length < self.auto_prefix:
             best, length = None, 0
         while best is not None and best.parent is not None and len(best.parent.key) >= length:
             best = best.parent  # the group whose own tokens hold the end of the match
+        if (
+            best is not None
+            and length < len(best.key)
+            and self._window_unsure(best, length)
+            and whole is not None
+            and length - len(whole.key) < self.auto_prefix
+        ):  # not worth a group evaluated afresh: the few tokens more are the request's own
+            best, length = whole, len(whole.key)
         own = limit - length >= self.auto_prefix
         total = len(tokens) + seq.max_tokens - seq.item.num_head
-        while not self._make_room(best, length, own, total):
+        split = best is not None and length < len(best.key)
+        # the match's head evaluated afresh after the group's parent (`anchor`), beside the
+        # group; decided before evictions, which may drop the group
+        fresh = split and self._window_unsure(best, length)
+        anchor = best.parent if fresh else None
+        while not self._make_room(best, length, own, total, fresh):
             if own:  # keeping this prompt for later is worth less than running it now
                 own = False
             elif self.running:
                 return False  # wait: finishing sequences free ids and cells
             elif best is not None:  # nothing will free what the match holds: share nothing
-                best, length = None, 0
+                best, length, split, fresh = None, 0, False, False
             else:
                 return False
-        split = best is not None and length < len(best.key)
         self.waiting.popleft()
         self._tick += 1
-        parent = self._split(best, length) if split else best
+        if fresh:
+            parent = self._new_group(tuple(tokens[:length]), anchor)
+            parent.auto = True
+        else:
+            parent = self._split(best, length) if split else best
         if own:
             parent = self._new_group(tuple(tokens[:limit]), parent)
             parent.auto = True
@@ -550,15 +575,31 @@ class Scheduler:
         self._start(seq, now, seq.cells_needed)
         return True
 
-    def _make_room(self, best: PrefixGroup | None, length: int, own: bool, total: int) -> bool:
-        """Evict idle groups (never `best` or its ancestors) until the sequence ids and
-        cells a matched admission needs are free."""
+    def _window_unsure(self, group: PrefixGroup, length: int) -> bool:
+        """Whether the cells of `group` before `length` (an evaluated group's) may lack some
+        of the sliding window that tokens after `length` attend over (see `swa_window`)."""
+        return (
+            self.swa_window > 0
+            and group.num_evaluated >= length
+            and len(group.key) >= self.swa_window
+        )
+
+    def _make_room(
+        self, best: PrefixGroup | None, length: int, own: bool, total: int, fresh: bool
+    ) -> bool:
+        """Evict idle groups (never those whose cells the admission copies) until the
+        sequence ids and cells a matched admission needs are free. `fresh`: the match's
+        head is evaluated afresh after the parent of `best`."""
         split = best is not None and length < len(best.key)
+        shared = length
+        if fresh:
+            best = best.parent
+            shared = len(best.key) if best is not None else 0
         keep = {group.key for group in _lineage(best)}
         while len(self._free_prefix_ids) < int(split) + int(own):
             if not self._evict_idle_group(keep):
                 return False
-        while self.num_reserved_cells + total - length > self.n_ctx:
+        while self.num_reserved_cells + total - shared > self.n_ctx:
             if not self._evict_idle_group(keep):
                 return False
         return True
