@@ -13,7 +13,8 @@ hand-built logits.
 Shared prefixes come two ways. A request may name them (prefix segments: the scorers' own
 instructions and contexts). With `auto_prefix`, a request that names none is matched token by
 token against every prefix group alive or kept: it reads the longest common prefix (a group
-is split at that point, as a radix tree splits an edge), and its own prompt becomes a group
+is split at that point, as a radix tree splits an edge; one as long as the model's sliding
+window is not, see `swa_window`), and its own prompt becomes a group
 that later requests can match. Groups found this way are kept after their last user and
 evicted, least recently used first, when a request needs their sequence id or cells.
 
