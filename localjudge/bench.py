@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import jsonschema
@@ -94,7 +94,9 @@ class WayResult:
     def share_valid(self) -> float:
         return self.valid / self.claims if self.claims else 0.0
 
-    def against_engine(self, key: str | None = None) -> tuple[float | None, float | None]:
+    def against_engine(
+        self, key: str | None = None
+    ) -> tuple[float | None, float | None] | float | None:
         """(prefill, generation) as shares of the bare engine's in the same shapes: the
         median over rounds of each round against its replay, measured right after it (see
         `round_shares`). None where there is nothing to compare. With `key`, that share
@@ -803,12 +805,11 @@ def prompt_phase_parts(
         owns.append(PromptPart(-1, seq_of[key], len(key), tuple(own), False))
         total += len(own)
     parts, left = [], num_tokens
-    for part in prefixes + owns:
+    for seq, part in enumerate(prefixes + owns):  # the claims' sequences follow the prefixes'
         if left <= 0:
             break
-        seq = part.seq if part.prefix else len(prefixes) + sum(not p.prefix for p in parts)
-        parts.append(PromptPart(seq, part.parent, part.start, part.tokens[:left], part.prefix))
-        left -= len(part.tokens[:left])
+        parts.append(replace(part, seq=seq, tokens=part.tokens[:left]))
+        left -= len(parts[-1].tokens)
     return [p for p in parts if p.tokens]
 
 

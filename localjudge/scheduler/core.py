@@ -530,21 +530,16 @@ class Scheduler:
             best, length = None, 0
         while best is not None and best.parent is not None and len(best.parent.key) >= length:
             best = best.parent  # the group whose own tokens hold the end of the match
-        if (
-            best is not None
-            and length < len(best.key)
-            and self._window_unsure(best, length)
-            and whole is not None
-            and length - len(whole.key) < self.auto_prefix
-        ):  # not worth a group evaluated afresh: the few tokens more are the request's own
-            best, length = whole, len(whole.key)
-        own = limit - length >= self.auto_prefix
-        total = len(tokens) + seq.max_tokens - seq.item.num_head
         split = best is not None and length < len(best.key)
         # the match's head evaluated afresh after the group's parent (`anchor`), beside the
         # group; decided before evictions, which may drop the group
         fresh = split and self._window_unsure(best, length)
+        if fresh and whole is not None and length - len(whole.key) < self.auto_prefix:
+            # not worth a group evaluated afresh: the few tokens more are the request's own
+            best, length, split, fresh = whole, len(whole.key), False, False
         anchor = best.parent if fresh else None
+        own = limit - length >= self.auto_prefix
+        total = len(tokens) + seq.max_tokens - seq.item.num_head
         while not self._make_room(best, length, own, total, fresh):
             if own:  # keeping this prompt for later is worth less than running it now
                 own = False
