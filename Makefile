@@ -29,8 +29,10 @@ run: install
 		--out .localjudge/sample-results.jsonl
 	@echo "per-item results: .localjudge/sample-results.jsonl"
 
+# PYTEST_ARGS: more pytest options (.ci/run adds --durations=15, so slow tests stay visible)
+PYTEST_ARGS ?=
 test: install $(TEST_WHEELHOUSE)/.stamp interop-deps browser-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The quality report page opened in a real headless browser (tests/test_report_browser.py)
 test-report: install browser-deps

@@ -384,9 +384,9 @@ def _llama_tool_options(
     """The options that give a llama.cpp tool (llama-server, llama-batched-bench) our
     engine's settings: the unified KV cache with the full SWA cache, micro-batches of 256,
     the judge's threads, GPU layers and LoRA adapters (as our engine applies them)."""
-    from localjudge.engine.llama import physical_cores
+    from localjudge.engine.llama import default_threads
 
-    options = ["-ub", "256", "-kvu", "--swa-full", "-t", str(threads or physical_cores())]
+    options = ["-ub", "256", "-kvu", "--swa-full", "-t", str(threads or default_threads())]
     if gpu_layers is not None:
         options += ["-ngl", str(gpu_layers)]
     if adapters:

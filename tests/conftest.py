@@ -32,20 +32,27 @@ def fake_vocabulary(fake_tokenizer):
     )
 
 
-@pytest.fixture
-def tmp_home(tmp_path, monkeypatch):
-    """An empty LOCALJUDGE_HOME (user registry, caches), except that the model files already
-    assembled in the real one (`make install`) are linked in, so a test that loads the
-    default judge does not merge its adapter again (tests/test_registry.py tests that)."""
+def link_assembled_models(new_home) -> None:
+    """Link the model files already assembled in the real LOCALJUDGE_HOME (`make install`)
+    into `new_home`, so that a test or a subprocess that loads the default judge there does
+    not merge its adapter again (~20 s; tests/test_registry.py tests the merge)."""
     from localjudge.paths import home
 
     models = home() / "models"
+    if not models.is_dir():
+        return
+    (new_home / "models").mkdir(parents=True, exist_ok=True)
+    for model in models.glob("*.gguf"):
+        try:
+            os.link(model, new_home / "models" / model.name)
+        except OSError:  # another file system: a symbolic link does as well
+            (new_home / "models" / model.name).symlink_to(model)
+
+
+@pytest.fixture
+def tmp_home(tmp_path, monkeypatch):
+    """An empty LOCALJUDGE_HOME (user registry, caches), except for the assembled model
+    files (`link_assembled_models`)."""
+    link_assembled_models(tmp_path / "home")
     monkeypatch.setenv("LOCALJUDGE_HOME", str(tmp_path / "home"))
-    if models.is_dir():
-        (tmp_path / "home" / "models").mkdir(parents=True)
-        for model in models.glob("*.gguf"):
-            try:
-                os.link(model, tmp_path / "home" / "models" / model.name)
-            except OSError:  # another file system: a symbolic link does as well
-                (tmp_path / "home" / "models" / model.name).symlink_to(model)
     return tmp_path / "home"

@@ -1,11 +1,5 @@
 from __future__ import annotations
 
-import json
-
-import pytest
-from click.testing import CliRunner
-
-from localjudge.cli import cli
 from localjudge.quality import load_devset, overlap_verdict, wordlist_verdict
 
 
@@ -35,26 +29,6 @@ def test_devset_shape():
         "approximate-number",
     } <= kinds
     assert {"speculation-in-context", "speculation-outside-context"} <= kinds
-
-
-@pytest.mark.real
-def test_quality_command():
-    # --no-reasons: each reply stops after its verdict; P(yes) is what is measured
-    result = CliRunner().invoke(cli, ["quality", "--json", "--no-reasons"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    reports = {r["task"]: r for r in json.loads(result.output)["reports"]}
-    assert set(reports["hallucination"]["agreement"]) == {
-        "judge",
-        "word-overlap baseline",
-        "majority class",
-    }
-    assert set(reports["toxicity"]["agreement"]) == {
-        "judge",
-        "word-list baseline",
-        "majority class",
-    }
-    assert reports["toxicity"]["agreement"]["judge"]["n"] >= 60
-    assert reports["hallucination"]["agreement"]["judge"]["n"] >= 40
 
 
 def test_toxicity_devset_and_baseline():

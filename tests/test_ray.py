@@ -20,6 +20,7 @@ from localjudge.distributed import run_evals_ray
 from localjudge.evals.batch import evaluate_file
 from localjudge.scorers import make_scorer
 from localjudge.testing import FakeJudge
+from tests.conftest import link_assembled_models
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -33,6 +34,7 @@ pytestmark = [
 def cluster(tmp_path_factory):
     """A local Ray cluster of 2 CPUs for this module; workers see the test's home folder."""
     home = tmp_path_factory.mktemp("ray-home")
+    link_assembled_models(home)
     os.environ["LOCALJUDGE_HOME"] = str(home)
     ray.init(
         num_cpus=2,

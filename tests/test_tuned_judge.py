@@ -5,23 +5,44 @@ weights); the figures themselves are in training/RESULTS.md."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from click.testing import CliRunner
 
 from localjudge import Judge
-from localjudge.quality.labelled import devset_rows, measure
+from localjudge.cli import cli
+from localjudge.quality.labelled import Agreement, devset_rows, measure
 
 pytestmark = pytest.mark.real
 
 
 @pytest.fixture(scope="module")
 def dev_reports():
+    """Agreement on the dev sets: the default judge's through `localjudge quality` (as a
+    user runs it), the bare base model's through `measure`."""
+    # --no-reasons: each reply stops after its verdict; P(yes) is what is measured
+    result = CliRunner().invoke(cli, ["quality", "--json", "--no-reasons"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
     reports = {}
-    for model in ("gemma-3-270m", "gemma-3-270m-judge"):
-        with Judge.load(model, slots=16, n_ctx=8192) as judge:
-            for task in ("hallucination", "toxicity"):
-                report = measure(judge, devset_rows(task), task, source="dev set", reasons=False)
-                reports[model, task] = report.agreement()
+    for report in json.loads(result.output)["reports"]:
+        assert report["model"] == "gemma-3-270m-judge"
+        reports[report["model"], report["task"]] = {
+            name: Agreement(**a) for name, a in report["agreement"].items()
+        }
+    with Judge.load("gemma-3-270m", slots=16, n_ctx=8192) as judge:
+        for task in ("hallucination", "toxicity"):
+            report = measure(judge, devset_rows(task), task, source="dev set", reasons=False)
+            reports["gemma-3-270m", task] = report.agreement()
     return reports
+
+
+def test_quality_reports_both_tasks_with_their_baselines(dev_reports):
+    hallucination = dev_reports["gemma-3-270m-judge", "hallucination"]
+    toxicity = dev_reports["gemma-3-270m-judge", "toxicity"]
+    assert set(hallucination) == {"judge", "word-overlap baseline", "majority class"}
+    assert set(toxicity) == {"judge", "word-list baseline", "majority class"}
+    assert toxicity["judge"].n >= 60 and hallucination["judge"].n >= 40
 
 
 @pytest.mark.parametrize("task", ["hallucination", "toxicity"])
@@ -35,7 +56,11 @@ def test_the_adapter_makes_a_better_judge_than_the_base_model(dev_reports, task)
 
 @pytest.mark.parametrize("task", ["hallucination", "toxicity"])
 def test_the_tuned_judge_beats_the_trivial_baselines(dev_reports, task):
+    # by margins that a few verdicts moving on another CPU cannot close: its ranking (AUROC)
+    # beats every baseline's by 0.05, its balanced accuracy the majority class's by 0.2. (On
+    # the toxicity dev set its balanced accuracy leads the word list's by two rows only:
+    # training/RESULTS.md has the figures.)
     ways = dev_reports["gemma-3-270m-judge", task]
-    best = max(a.balanced_accuracy for name, a in ways.items() if name != "judge")
-    assert ways["judge"].balanced_accuracy > best
-    assert ways["judge"].auroc > max(a.auroc for name, a in ways.items() if name != "judge")
+    baselines = [a for name, a in ways.items() if name != "judge"]
+    assert ways["judge"].auroc > max(a.auroc for a in baselines) + 0.05
+    assert ways["judge"].balanced_accuracy > ways["majority class"].balanced_accuracy + 0.2

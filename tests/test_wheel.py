@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import link_assembled_models
+
 REPO = Path(__file__).resolve().parents[1]
 WHEELHOUSE = REPO / ".localjudge" / "wheelhouse"  # filled by `make test` (see the Makefile)
 
@@ -24,6 +26,15 @@ result = hallucination.run({"output": "The Eiffel Tower was completed in 1889."}
 print("hallucination", result.score, len(result.analyze_step_result["verdicts"]))
 summary = run_evals([{"id": 1, "output": "Thanks for asking. Here it is."}], [toxicity])
 print("evals", summary.summary["failed_items"], sorted(summary.scores))
+"""
+
+
+WHERE = """
+import json
+import localjudge.paths as p
+models = p.models_dir()
+(merged,) = [m for m in json.loads((models / "registry.json").read_text())["models"] if "merge" in m["source"]]
+print(p.grammars_dir(), models / merged["source"]["merge"]["adapter"])
 """
 
 
@@ -63,17 +74,18 @@ def test_wheel_installs_and_works_outside_the_checkout(tmp_path):
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    # the assembled model is linked in (the merge is tests/test_registry.py's); the wheel
+    # must carry what assembling needs: the schemas, the registry and the adapter
+    link_assembled_models(tmp_path / "home")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))},
         "LOCALJUDGE_HOME": str(tmp_path / "home"),
     }
     localjudge = venv / "bin" / "localjudge"
-    where = run(
-        [str(python), "-c", "import localjudge.paths as p; print(p.grammars_dir())"],
-        cwd=elsewhere,
-        env=env,
-    )
-    assert str(venv) in where.stdout  # the schemas come from the installed package
+    where = run([str(python), "-c", WHERE], cwd=elsewhere, env=env)
+    grammars, adapter = where.stdout.split()
+    assert str(venv) in grammars  # the schemas come from the installed package
+    assert str(venv) in adapter and Path(adapter).is_file()
     scored = run(
         [str(localjudge), "score", "toxicity", "--output", "Thanks. Here it is.", "--json"]
         + ["--reason", "template"],

@@ -60,6 +60,17 @@ def physical_cores() -> int:
     return max(1, count or os.cpu_count() or 1)
 
 
+def default_threads() -> int:
+    """The threads a judge uses when none are given: `LOCALJUDGE_THREADS` when set (a
+    positive integer), else the physical core count."""
+    value = os.environ.get("LOCALJUDGE_THREADS", "").strip()
+    if not value:
+        return physical_cores()
+    if not value.isdigit() or int(value) < 1:
+        raise ModelError(f"LOCALJUDGE_THREADS must be a positive integer, not {value!r}")
+    return int(value)
+
+
 def gpu_offload_available() -> bool:
     """Whether this llama.cpp build has a GPU backend that can take layers."""
     return bool(llama_cpp.llama_supports_gpu_offload())
@@ -84,7 +95,7 @@ class EngineConfig:
     n_seq_max: int = 24  # sequences alive at once: request slots plus shared prefixes
     n_batch: int = 512  # most tokens in one llama_decode call
     n_ubatch: int = 256  # micro-batch; compute buffer ~ n_ubatch x vocab x 4 bytes
-    n_threads: int | None = None  # None: physical cores
+    n_threads: int | None = None  # None: default_threads()
     n_gpu_layers: int | None = None  # None: all layers when offload is available, else 0
     verbose: bool = False  # let llama.cpp print its own logs
     # LoRA adapters (GGUF file, scale) applied to every sequence of the context
@@ -121,7 +132,7 @@ class LlamaEngine:
         if n_gpu_layers is None:
             n_gpu_layers = -1 if gpu_offload_available() else 0
         self.n_gpu_layers = n_gpu_layers
-        self.n_threads = self.config.n_threads or physical_cores()
+        self.n_threads = self.config.n_threads or default_threads()
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = n_gpu_layers
@@ -565,7 +576,7 @@ def open_llama(
     """llama-cpp-python's high-level `Llama` on `path`, for baselines that need it (the
     benchmark's outlines way), so that nothing outside `engine/` imports llama_cpp.
     `adapter`: one LoRA adapter (path, scale), as the judge applies it."""
-    threads = n_threads or physical_cores()
+    threads = n_threads or default_threads()
     if n_gpu_layers is None:
         n_gpu_layers = -1 if gpu_offload_available() else 0
     return llama_cpp.Llama(
