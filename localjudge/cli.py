@@ -664,6 +664,8 @@ def eval_command(
         judge = report.judge or {}  # loaded on the workers: the records name it
         judge_name = judge.get("model", model or "the default model")
         meaningful = judge.get("meaningful", True)
+        if isinstance(meaningful, dict):  # {"verdicts": ..., "reasons": ...}
+            meaningful = meaningful.get("verdicts", True)
     else:
         with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
             scorers = {name: make_scorer(name, judge, **settings) for name in names}

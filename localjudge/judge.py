@@ -120,6 +120,7 @@ class Judge:
         extracts_claims: bool | None = None,
         prompt_cache_mib: float | None = None,
         keep_prompts: int | None = None,
+        window_tokens: int | None = None,
     ) -> None:
         keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
         prefill_bytes = getattr(engine, "prefill_bytes", 0)  # engines without one: 0
@@ -133,6 +134,11 @@ class Judge:
         self.meaningful = meaningful  # False: a base model, its verdicts mean nothing
         # False: a judge tuned for verdicts only; the hallucination scorer splits sentences
         self.extracts_claims = meaningful if extracts_claims is None else extracts_claims
+        # the same fitness: a judge whose free text is trusted writes its own reasons
+        self.writes_reasons = self.extracts_claims
+        # the context size it judges best, in tokens: longer contexts are cut into evidence
+        # windows of this size (None: as large as its context allows)
+        self.window_tokens = window_tokens
         self.chat_template = engine.chat_template
         self.parse_special = self.chat_template is not None
         self._grammars: dict[str, CompiledGrammar] = {}
@@ -261,6 +267,7 @@ class Judge:
             cache_prefixes=cache_prefixes,
             prompt_cache_mib=prompt_cache_mib,
             keep_prompts=keep_prompts,
+            window_tokens=recommended.get("window_tokens"),
         )
 
     @property

@@ -72,6 +72,7 @@ class FakeJudge(Judge):
         extracts_claims: bool | None = None,
         prompt_cache_mib: float | None = 0,
         keep_prompts: int | None = None,
+        window_tokens: int | None = None,
     ) -> None:
         engine = FakeEngine(script, marker=ANSWER_CUES, step_seconds=step_seconds, n_ctx=n_ctx)
         super().__init__(
@@ -85,6 +86,7 @@ class FakeJudge(Judge):
             extracts_claims=extracts_claims,
             prompt_cache_mib=prompt_cache_mib,
             keep_prompts=keep_prompts,
+            window_tokens=window_tokens,
         )
 
 

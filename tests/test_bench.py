@@ -150,7 +150,7 @@ def test_bench_ways_and_workloads_on_the_real_model():
     # "flagged" skips that reason
     assert report["model"] == "gemma-3-270m-judge" and report["adapters"] == []
     assert ways["f"]["tokens_generated"] < ways["c"]["tokens_generated"]
-    assert ways["c"]["prefill_tok_s"] > 0 and single["ratio_f_over_w"] > 0
+    assert ways["c"]["prefill_tok_s"] > 0
     # llama-batched-bench's phases: steps of prompt tokens only, and generation steps by
     # their number of sequences; the bare engine's on the workload's first prompt
     assert ways["c"]["prompt_phase_tok_s"] > 0

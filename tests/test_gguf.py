@@ -47,8 +47,7 @@ def _nested_array_gguf(path, depth: int):
     body = b"GGUF" + struct.pack("<I", 3) + struct.pack("<Q", 1) + struct.pack("<Q", 1)
     key = b"evil.nesting"
     body += struct.pack("<Q", len(key)) + key + struct.pack("<I", 9)  # an array...
-    for _ in range(depth):
-        body += struct.pack("<I", 9) + struct.pack("<Q", 1)  # ...of one array, and so on
+    body += (struct.pack("<I", 9) + struct.pack("<Q", 1)) * depth  # ...of one array, and so on
     body += struct.pack("<I", 4) + struct.pack("<Q", 1) + struct.pack("<I", 7)
     path.write_bytes(body + b"\0" * 64)
     return path

@@ -11,6 +11,7 @@ import pytest
 
 from localjudge.errors import PromptTooLongError
 from localjudge.scorers import create_hallucination_scorer, extract_tool_results
+from localjudge.scorers.evidence import quote
 
 pytestmark = pytest.mark.real
 
@@ -37,7 +38,7 @@ def check_structure(result, scale=1, meaningful=True):
     assert not result.reason.lstrip().startswith("{")  # the sentence itself, not JSON
     data = json.loads(result.to_json())
     # the embedded default carries the judge adapter; the bare base model is mechanics-only
-    assert data["judge"]["meaningful"] is meaningful
+    assert data["judge"]["meaningful"]["verdicts"] is meaningful
 
 
 def test_static_context_with_judge_extraction():
@@ -47,7 +48,9 @@ def test_static_context_with_judge_extraction():
     # tuned for verdicts only (fitness "verdicts"), and its free text may not close within
     # the claims budget (then the scorer says so: a ScorerInputError, never a score)
     with Judge.load("gemma-3-270m", slots=4, max_prefixes=4, n_ctx=4096) as base:
-        scorer = create_hallucination_scorer(base, context=IPHONE, extraction="judge")
+        scorer = create_hallucination_scorer(
+            base, context=IPHONE, extraction="judge", reason="judge"
+        )
         result = scorer.run(
             {
                 "input": "When was the iPhone released?",
@@ -123,19 +126,36 @@ def test_japanese_item(real_judge):
     assert "富士山" in result.analyze_prompt
 
 
-def test_context_larger_than_the_window(real_judge):
-    scorer = create_hallucination_scorer(real_judge, context=["The museum opens at nine. " * 800])
+def test_a_context_larger_than_the_judge_is_judged_in_evidence_windows(real_judge):
+    sentences = [f"Room {n} of the museum opens at nine." for n in range(400)]
+    sentences[250] = "The roof café closes at six."
+    context = [" ".join(sentences[:200]), " ".join(sentences[200:])]  # ~4,800 tokens
+    claims = "The roof café closes at six. Room 12 opens at nine."
+    whole = create_hallucination_scorer(real_judge, context=context, windows="off")
     with pytest.raises(PromptTooLongError, match="judge context of 4096 tokens"):
-        scorer.run({"output": "The museum opens at nine."})
+        whole.run({"output": claims})
+    result = create_hallucination_scorer(real_judge, context=context).run({"output": claims})
+    check_structure(result)
+    text = "\n".join(context)
+    cafe, room = result.analyze_step_result["verdicts"]
+    for verdict in (cafe, room):  # the deciding window, within the judge's window size
+        evidence = verdict["evidence"]
+        assert text[evidence["start"] : evidence["end"]] == evidence["text"]
+        assert len(real_judge.tokenize(evidence["text"])) <= real_judge.window_tokens
+        assert 0 <= evidence["pYes"] <= 1
+    assert result.usage["analyze"].requests == 2 * 4  # each claim against its 4 best windows
+    # the judge's reasons are built from the verdict and the window that decided it
+    assert cafe["reason"].endswith(f'"{quote(cafe["evidence"]["text"])}"')
 
 
 def test_claim_reasons_none_keeps_the_verdicts_and_skips_the_reasons(real_judge):
     run = {"output": "It was announced in 2007. It was released in 1999. It was blue."}
     options = {"context": IPHONE, "extraction": "sentences", "reason": "template"}
-    create_hallucination_scorer(real_judge, **options).run(run)  # its prompts are kept
-    # both runs start from the kept prompts, so their verdicts are read in the same batches
-    # (a claim's P(yes) moves by a few hundredths with what it is batched with)
-    full = create_hallucination_scorer(real_judge, **options).run(run)
+    every = {**options, "claim_reasons": "all"}  # the judge's own words, asked for
+    create_hallucination_scorer(real_judge, **every).run(run)  # its prompts are kept
+    # both runs start from the kept prompts, so their verdicts are read from the same
+    # numbers (bit for bit: the kept logits at each prompt's last token)
+    full = create_hallucination_scorer(real_judge, **every).run(run)
     lazy = create_hallucination_scorer(real_judge, claim_reasons="none", **options).run(run)
     check_structure(lazy)
     pairs = zip(

@@ -159,6 +159,7 @@ def test_metadata_and_extra_keys_reach_the_record_and_store_text_false(tmp_path,
         "category": "none",
         "severity": "none",
         "reason": "civil",
+        "reasonBy": "judge",
         "confidence": result["analyzeStepResult"]["verdicts"][0]["confidence"],
     }
 

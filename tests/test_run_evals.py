@@ -122,13 +122,15 @@ def test_failures_are_recorded_not_fatal(judge):
     def target(question):
         if question == "boom":
             raise RuntimeError("agent crashed")
+        if question == "odd":
+            return {"unknown": "shape"}  # no text the scorer can judge
         return "The sky is blue."
 
-    items = [{"input": "ok"}, {"input": "boom"}, {"input": "ok2", "context": ["x" * 200000]}]
+    items = [{"input": "ok"}, {"input": "boom"}, {"input": "odd"}]
     result = run_evals(items, scorers_for(judge)[:1], target=target)
     assert result.items[0].ok
     assert result.items[1].errors == {"target": "RuntimeError: agent crashed"}
-    assert "judge context" in result.items[2].errors["hallucination-scorer"]
+    assert "no assistant text" in result.items[2].errors["hallucination-scorer"]
     assert result.summary["failed_items"] == 2 and result.summary["target_failures"] == 1
     assert result.summary["failures"]["hallucination-scorer"] == 1
     assert result.scores["hallucination-scorer"] == 0

@@ -29,7 +29,8 @@ def check(result, n_statements, scale=1):
     assert result.score == pytest.approx(expected, abs=0.006)
     assert result.reason.strip() and not result.reason.lstrip().startswith("{")
     data = json.loads(result.to_json())
-    assert data["judge"]["meaningful"] is True and "preprocessStepResult" not in data
+    assert data["judge"]["meaningful"] == {"verdicts": True, "reasons": True}
+    assert "preprocessStepResult" not in data
 
 
 def test_english_reply(real_judge):
@@ -41,7 +42,9 @@ def test_english_reply(real_judge):
         }
     )
     check(result, 3)
-    assert result.generate_reason_prompt and result.usage["analyze"].prefix_reused > 0
+    # the default judge is fit for verdicts only: every reason is built from its verdicts
+    assert result.generate_reason_prompt is None and result.usage["analyze"].prefix_reused > 0
+    assert all(v["reasonBy"] == "template" for v in result.analyze_step_result["verdicts"])
 
 
 def test_japanese_reply_with_scale(real_judge):

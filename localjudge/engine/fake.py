@@ -52,6 +52,7 @@ class FakeTokenizer:
         # longest match first, in C: alternatives sorted by length, any other character last
         texts = sorted((p for p in self.pieces[EOS_ID + 1 :]), key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(p) for p in texts) + "|.", re.DOTALL)
+        self._texts = ["" if i <= EOS_ID else p for i, p in enumerate(self.pieces)]  # no BOS/EOS
 
     @property
     def n_vocab(self) -> int:
@@ -64,7 +65,7 @@ class FakeTokenizer:
         return tokens
 
     def detokenize(self, tokens: list[int]) -> str:
-        return "".join(self.pieces[t] for t in tokens if t > EOS_ID)
+        return "".join(map(self._texts.__getitem__, tokens))
 
     def vocabulary_pieces(self) -> list[tuple[int, bytes, int]]:
         """(id, bytes, attributes) per token; BOS and EOS are control tokens."""

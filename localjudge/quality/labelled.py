@@ -200,12 +200,19 @@ class Verdict:
     error: str | None = None
 
 
-def prompt_of(row: Row, task: str):
+def prompts_of(judge, row: Row, task: str) -> list:
+    """The verdict prompts of one row: a claim against each of its evidence windows (one,
+    the whole context, when it fits; as the hallucination scorer judges it), a statement
+    with the user's message."""
     from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
+    from localjudge.scorers.evidence import plan_windows
 
-    if task == "hallucination":
-        return claim_verdict_prompt(list(row.context), row.text)
-    return opinion_verdict_prompt(row.input, row.text)
+    if task != "hallucination":
+        return [opinion_verdict_prompt(row.input, row.text)]
+    windows, (chosen,), _ = plan_windows(judge, row.context, [row.text], max_tokens=VERDICT_TOKENS)
+    if len(windows) <= 1:
+        return [claim_verdict_prompt(list(row.context), row.text)]
+    return [claim_verdict_prompt([windows[w].text], row.text) for w in chosen]
 
 
 def judge_rows(
@@ -218,29 +225,33 @@ def judge_rows(
     reasons: bool = True,
 ) -> list[Verdict]:
     """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
-    batches them); `progress(n)` after each chunk. `reasons=False` stops each reply after
+    batches them); `progress(n)` after each chunk. A row judged in evidence windows takes
+    its best window's verdict (the lowest P(yes)). `reasons=False` stops each reply after
     its verdict (P(yes) is the same; the reason is a placeholder), which is much faster."""
+    from localjudge.scorers.evidence import p_yes
+
     schema = SCHEMAS[task]
     reasons_for = None if reasons else frozenset()
     verdicts: list[Verdict] = []
     for start in range(0, len(rows), chunk):
         part = rows[start : start + chunk]
-        requests = [
-            judge.prompt_request(
-                prompt_of(r, task), schema, VERDICT_TOKENS, reasons_for=reasons_for
-            )
-            for r in part
-        ]
-        for outcome in judge.generate_many(requests):
-            if isinstance(outcome, Exception):
-                verdicts.append(Verdict(None, error=f"{type(outcome).__name__}: {outcome}"))
+        owners, requests = [], []
+        for n, row in enumerate(part):
+            for parts in prompts_of(judge, row, task):
+                owners.append(n)
+                requests.append(
+                    judge.prompt_request(parts, schema, VERDICT_TOKENS, reasons_for=reasons_for)
+                )
+        outcomes: list[list] = [[] for _ in part]
+        for n, outcome in zip(owners, judge.generate_many(requests), strict=True):
+            outcomes[n].append(outcome)
+        for mine in outcomes:
+            failed = next((o for o in mine if isinstance(o, Exception)), None)
+            if failed is not None:
+                verdicts.append(Verdict(None, error=f"{type(failed).__name__}: {failed}"))
                 continue
-            choice = outcome.choice("verdict")
-            if choice is None:
-                p_yes = 1.0 if outcome.value.get("verdict") == "yes" else 0.0
-            else:
-                p_yes = float(choice.probabilities.get("yes", 0.0))
-            verdicts.append(Verdict(p_yes, reason=str(outcome.value.get("reason", ""))))
+            best = min(mine, key=p_yes)
+            verdicts.append(Verdict(p_yes(best), reason=str(best.value.get("reason", ""))))
         if progress is not None:
             progress(len(part))
     return verdicts

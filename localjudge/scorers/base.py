@@ -33,14 +33,16 @@ class Scorer:
         model: Judge | str | Path | None,
         *,
         scale: float | None = 1,
-        reason: str = "judge",
+        reason: str | None = None,
         verdict_max_tokens: int = 96,
         reason_max_tokens: int = 128,
-        claim_reasons: str = "all",
+        claim_reasons: str | None = None,
         id: str | None = None,
     ) -> None:
-        check_option("reason mode", reason, REASON_MODES)
-        check_option("claim_reasons", claim_reasons, CLAIM_REASON_MODES)
+        if reason is not None:
+            check_option("reason mode", reason, REASON_MODES)
+        if claim_reasons is not None:
+            check_option("claim_reasons", claim_reasons, CLAIM_REASON_MODES)
         if id is not None:
             if not isinstance(id, str) or not id.strip():
                 raise ValueError(f"a scorer id must be a non-empty string, not {id!r}")
@@ -48,10 +50,10 @@ class Scorer:
         self._model = model
         self._judge: Judge | None = model if isinstance(model, Judge) else None
         self.scale = scale or 1  # 0 or None means 1, as in Mastra
-        self.reason_mode = reason
+        self._reason_mode = reason
         self.verdict_max_tokens = verdict_max_tokens
         self.reason_max_tokens = reason_max_tokens
-        self.claim_reasons = claim_reasons
+        self._claim_reasons = claim_reasons
 
     @property
     def judge(self) -> Judge:
@@ -59,6 +61,31 @@ class Scorer:
         if self._judge is None:
             self._judge = shared_judge(self._model)
         return self._judge
+
+    @property
+    def reason_mode(self) -> str:
+        """How the score's reason is written: as asked, else by the judge when its free text
+        can be trusted and from the verdicts ("template") when it cannot."""
+        if self._reason_mode is not None:
+            return self._reason_mode
+        return "judge" if self.judge.writes_reasons else "template"
+
+    @property
+    def claim_reasons(self) -> str:
+        """Which verdicts the judge explains in its own words: as asked, else all of them
+        when its free text can be trusted and none when it cannot (their reasons are then
+        built from the verdict and its evidence)."""
+        if self._claim_reasons is not None:
+            return self._claim_reasons
+        return "all" if self.judge.writes_reasons else "none"
+
+    @property
+    def reasons_meaningful(self) -> bool:
+        """Whether the reasons this scorer gives can be trusted: built from the verdicts, or
+        written by a judge whose free text can be trusted."""
+        if self.judge.writes_reasons:
+            return True
+        return self.reason_mode == "template" and self.claim_reasons == "none"
 
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
         raise NotImplementedError
@@ -106,21 +133,13 @@ class Scorer:
         requests = [self.judge_request(parts, schema, max_tokens, reasons_for) for parts in prompts]
         return await self.ask(step, requests, usage), requests[0].prompt
 
-    def verdict_reason(self, result: GenerationResult, found: dict[str, str]) -> dict:
-        """A verdict's reason: the judge's text, or when `claim_reasons` skipped it, a short
-        template text saying what the judge found (`found`: verdict -> "claim supported"...),
-        and (unless every reason was asked for) which of the two it is."""
-        if result.reason_skipped:
-            text = found[result.value["verdict"]]
-            return {
-                "reason": f"Not explained (claim_reasons={self.claim_reasons}): the judge "
-                f"found this {text}.",
-                "reasonBy": "template",
-            }
-        reason = {"reason": result.value["reason"]}
-        if self.claim_reasons != "all":
-            reason["reasonBy"] = "judge"
-        return reason
+    def verdict_reason(self, result: GenerationResult, verdict: str, built: str) -> dict:
+        """A verdict's reason: the judge's own text, or when `claim_reasons` skipped it (or
+        a calibrated threshold overruled the verdict it explained), `built` from the verdict
+        and its evidence; and which of the two it is."""
+        if result.reason_skipped or verdict != result.value["verdict"]:
+            return {"reason": built, "reasonBy": "template"}
+        return {"reason": result.value["reason"], "reasonBy": "judge"}
 
     async def reason(
         self, fallback: str, parts: PromptParts | None, usage: dict[str, StepUsage]
@@ -151,5 +170,6 @@ class Scorer:
             request_context=run.request_context,
             judge=judge.name,
             judge_meaningful=judge.meaningful,
+            reasons_meaningful=judge.meaningful and self.reasons_meaningful,
             **fields,
         )

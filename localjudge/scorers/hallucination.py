@@ -1,8 +1,10 @@
 """The hallucination scorer (SPEC §4; Mastra's `createHallucinationScorer`).
 
-preprocess: the output's claims -> analyze: one verdict per claim against the context, all
-claims of a run in one batch over a shared prefix -> score: hallucinated / verdicts * scale
--> reason: a plain-text explanation.
+preprocess: the output's claims -> analyze: one verdict per claim against the context (a
+long context as evidence windows: each claim against its best-matching windows, all in one
+batch with the windows as shared prefixes; its best window decides and is its evidence) ->
+score: hallucinated / verdicts * scale -> reason: built from the verdicts and evidence, or
+written by a judge fit to write it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ from localjudge.prompts import (
     hallucination_reason_prompt,
 )
 from localjudge.scorers.base import Scorer
+from localjudge.scorers.evidence import (
+    DEFAULT_TOP_K,
+    check_windows,
+    claim_template_reason,
+    context_text,
+    p_yes,
+    plan_windows,
+    quote,
+)
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_context, check_option
 from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_confidence
@@ -38,17 +49,27 @@ def hallucination_score(verdicts: list[dict], scale: float | None = 1) -> float:
 
 
 def hallucination_template_reason(score: float, scale: float, verdicts: list[dict]) -> str:
-    """The reason built from the verdicts, without a judge call."""
+    """The reason built from the verdicts and their evidence, without a judge call."""
     if not verdicts:
         return f"The score is {score:g} because the output makes no claims to check."
-    unsupported = [v["statement"] for v in verdicts if v["verdict"] == "yes"]
+    unsupported = [v for v in verdicts if v["verdict"] == "yes"]
     if not unsupported:
         return f"The score is {score:g} because the context supports all {len(verdicts)} claims."
-    quoted = "; ".join(f'"{s}"' for s in unsupported)
+    listed = []
+    for verdict in unsupported[:_MAX_LISTED]:
+        evidence = verdict.get("evidence")
+        closest = f' (closest: "{quote(evidence["text"], 120)}")' if evidence else ""
+        listed.append(f'"{verdict["statement"]}"{closest}')
+    more = len(unsupported) - _MAX_LISTED
     return (
         f"The score is {score:g} out of {scale:g} because {len(unsupported)} of {len(verdicts)} "
-        f"claims are not supported by the context: {quoted}."
+        f"claims are not supported by the context: {'; '.join(listed)}"
+        + (f" and {more} more" if more > 0 else "")
+        + "."
     )
+
+
+_MAX_LISTED = 12  # unsupported claims named in the score's reason; the rest are counted
 
 
 class HallucinationScorer(Scorer):
@@ -66,11 +87,16 @@ class HallucinationScorer(Scorer):
         max_claims: int | None = None,
         max_claim_chars: int = 600,
         claims_max_tokens: int = 512,
+        windows: str | int = DEFAULT_TOP_K,
+        window_tokens: int | None = None,
         **options: Any,
     ) -> None:
         super().__init__(model, **options)
         check_option("extraction mode", extraction, EXTRACTION_MODES)
         check_cap("max_claims", max_claims)
+        self.windows = check_windows(windows)
+        check_cap("window_tokens", window_tokens)
+        self.window_tokens = window_tokens
         if get_context is not None and not callable(get_context):
             raise ValueError("get_context must be callable")
         self.context = check_context(context, "context") if context is not None else None
@@ -121,23 +147,48 @@ class HallucinationScorer(Scorer):
     async def _verdicts(
         self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
     ) -> tuple[list[dict], str]:
-        """One verdict per claim, and the literal prompt of the first one."""
-        prompts = [claim_verdict_prompt(context, claim) for claim in claims]
+        """One verdict per claim, and the literal prompt of the first request. A claim is
+        judged against each of its candidate windows (the shared prefixes of the batch);
+        its best window (lowest P(hallucinated)) decides, and is its evidence."""
+        windows, chosen, left_out = plan_windows(
+            self.judge,
+            context,
+            claims,
+            mode=self.windows,
+            window_tokens=self.window_tokens,
+            max_tokens=self.verdict_max_tokens,
+        )
+        if len(windows) <= 1:  # the whole context (or none): one request per claim
+            prompts = [claim_verdict_prompt(context, claim) for claim in claims]
+        else:
+            prompts = [
+                claim_verdict_prompt([windows[w].text], claim)
+                for claim, ws in zip(claims, chosen, strict=True)
+                for w in ws
+            ]
         results, first_prompt = await self.judge_each(
             "analyze", prompts, "hallucination_verdict", self.verdict_max_tokens, usage
         )
         threshold = self.judge.verdict_threshold(HALLUCINATION_PROMPT_VERSION)
         verdicts = []
-        for claim, result in zip(claims, results, strict=True):
+        at = 0
+        for claim, ws, missed in zip(claims, chosen, left_out, strict=True):
+            mine = results[at : at + max(len(ws), 1)]
+            at += len(mine)
+            best = min(range(len(mine)), key=lambda i: p_yes(mine[i]))
+            result = mine[best]
             verdict = decide(result, threshold)
-            verdicts.append(
-                {
-                    "statement": claim,
-                    "verdict": verdict,
-                    **self.verdict_reason(result, _FOUND),
-                    "confidence": verdict_confidence(result, verdict),
-                }
-            )
+            evidence = windows[ws[best]].evidence(p_yes(result)) if ws else None
+            record = {
+                "statement": claim,
+                "verdict": verdict,
+                **self.verdict_reason(result, verdict, claim_template_reason(verdict, evidence)),
+                "confidence": verdict_confidence(result, verdict),
+                "evidence": evidence,
+            }
+            if missed:
+                record["truncated"] = {"windows": {"judged": len(ws), "leftOut": missed}}
+            verdicts.append(record)
         return verdicts, first_prompt
 
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
@@ -155,6 +206,10 @@ class HallucinationScorer(Scorer):
         results["analyzeStepResult"] = {"verdicts": verdicts}
         score = hallucination_score(verdicts, self.scale)
         reason_context = await self._context(run, results, score, "generateReason")
+        if context_text(reason_context) == context_text(context) and any(
+            v["evidence"] and v["evidence"]["text"] != context_text(context) for v in verdicts
+        ):  # judged in windows: the reason is written from the windows that decided
+            reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
         reason, reason_prompt = await self.reason(
             hallucination_template_reason(score, self.scale, verdicts),
             hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
@@ -182,9 +237,6 @@ class HallucinationScorer(Scorer):
         )
 
 
-_FOUND = {"yes": "claim hallucinated", "no": "claim supported"}  # what a skipped reason says
-
-
 def create_hallucination_scorer(
     model: Judge | str | Path | None = None,
     *,
@@ -192,7 +244,7 @@ def create_hallucination_scorer(
     context: list[str] | None = None,
     get_context: GetContext | None = None,
     extraction: str = "auto",
-    reason: str = "judge",
+    reason: str | None = None,
     **options: Any,
 ) -> HallucinationScorer:
     """A hallucination scorer on a local judge.
@@ -202,9 +254,17 @@ def create_hallucination_scorer(
     (plain or async) resolves context at run time and replaces it entirely, even with `[]`.
     `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter) or
     "auto" (sentences unless the judge's free text can be trusted: not a base model or a
-    judge tuned for verdicts only). `reason`: "judge" or "template"
-    (built from the verdicts, no judge call). Every claim is judged unless `max_claims` caps
-    them; the result's `truncated` then says how many were left out.
+    judge tuned for verdicts only). `reason`: "judge" (written by the judge) or "template"
+    (built from the verdicts and their evidence, no judge call); the default is "judge" for
+    a judge whose free text can be trusted and "template" otherwise (`claim_reasons` alike:
+    "all" or "none"). `windows`: a context longer than `window_tokens` (default: the judge's
+    registry entry, else as long as its context allows) is cut into windows of whole
+    sentences, and each claim is judged against its `windows` best windows by BM25 (an
+    integer, default 4), or against every window ("all", at most 32, the verdict's
+    `truncated` says how many were left out), or against the whole context ("off"). Each
+    verdict records its `evidence`: the deciding window's offsets in the context (entries
+    joined by newlines), its text and P(yes). Every claim is judged unless `max_claims`
+    caps them; the result's `truncated` then says how many were left out.
     """
     return HallucinationScorer(
         model,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localjudge.scheduler import GenerationResult
+from localjudge.scorers.evidence import claim_template_reason
 
 BASE_MODEL_NOTE = "judged by a base model: the verdicts are not meaningful (use an instruct GGUF for real judging)"
 
@@ -58,6 +59,8 @@ class ScorerResult:
     usage: dict[str, StepUsage] = field(default_factory=dict)
     judge: str = ""  # the judge model's name
     judge_meaningful: bool = True  # False: a base model judged; the verdicts mean nothing
+    # False: free text from a judge not fit to write it (opted in); the verdicts may still be
+    reasons_meaningful: bool = True
     prompt_version: str = ""
     details: dict[str, Any] = field(default_factory=dict)  # scorer-specific settings used
 
@@ -85,7 +88,10 @@ class ScorerResult:
             "usage": {step: usage.to_dict() for step, usage in self.usage.items()},
             "judge": {
                 "model": self.judge,
-                "meaningful": self.judge_meaningful,
+                "meaningful": {
+                    "verdicts": self.judge_meaningful,
+                    "reasons": self.reasons_meaningful,
+                },
                 **({} if self.judge_meaningful else {"note": BASE_MODEL_NOTE}),
             },
             "promptVersion": self.prompt_version,
@@ -123,9 +129,18 @@ def _strip_texts(data: dict[str, Any]) -> None:
         data["preprocessStepResult"] = {"numClaims": len(preprocess["claims"])}
     analyze = data.get("analyzeStepResult") or {}
     data["analyzeStepResult"] = {
-        "verdicts": [
-            {k: v for k, v in verdict.items() if k != "statement"}
-            for verdict in analyze.get("verdicts", [])
-        ]
+        "verdicts": [_without_texts(verdict) for verdict in analyze.get("verdicts", [])]
     }
     data["textsStored"] = False
+
+
+def _without_texts(verdict: dict) -> dict:
+    """A verdict without the texts it carries: its statement, its evidence's text, and a
+    reason built from that evidence, which then names the window instead of quoting it."""
+    out = {k: v for k, v in verdict.items() if k != "statement"}
+    evidence = verdict.get("evidence")
+    if isinstance(evidence, dict):
+        out["evidence"] = {k: v for k, v in evidence.items() if k != "text"}
+        if verdict.get("reasonBy") == "template":
+            out["reason"] = claim_template_reason(verdict["verdict"], evidence, quoted=False)
+    return out

@@ -48,33 +48,44 @@ _BOUNDARY = re.compile(
 )
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split text into sentences, deterministically; works for English and Japanese.
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) offsets of the sentences of `text`, without surrounding whitespace;
+    deterministic, for English and Japanese.
 
     Line breaks always end a sentence; a period ends one only when followed by whitespace
     and not part of an abbreviation ("e.g.") or an initial ("J. Smith").
     """
-    sentences: list[str] = []
-    buffer = ""
-    position = 0
+    spans: list[tuple[int, int]] = []
+    start = position = 0
     for match in _BOUNDARY.finditer(text):
         piece = text[position : match.end()]
         position = match.end()
-        buffer += piece
-        stripped = buffer.strip()
-        last_word = stripped.split()[-1].lower() if stripped.split() else ""
+        words = text[start:position].split()
+        last_word = words[-1].lower() if words else ""
         is_abbreviation = (
             last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]\.", last_word) is not None
         )
         if "\n" not in piece and is_abbreviation:
             continue
-        if stripped:
-            sentences.append(stripped)
-        buffer = ""
-    buffer += text[position:]
-    if buffer.strip():
-        sentences.append(buffer.strip())
-    return sentences
+        if words:
+            spans.append(_stripped_span(text, start, position))
+        start = position
+    if text[start:].strip():
+        spans.append(_stripped_span(text, start, len(text)))
+    return spans
+
+
+def _stripped_span(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences (`sentence_spans`)."""
+    return [text[start:end] for start, end in sentence_spans(text)]
 
 
 def split_statements(text: str, max_chars: int = 600) -> list[str]:

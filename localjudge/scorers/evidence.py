@@ -1,0 +1,227 @@
+"""Evidence windows: a long context cut into windows the size the judge reads well, and for
+each claim the few windows worth judging it against (BM25 over the windows' words).
+
+A claim is supported when its best window supports it; that window is its evidence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from localjudge.scorers.text import sentence_spans
+
+WINDOW_MODES = ("all", "off")  # or an integer k: the k best windows by BM25
+DEFAULT_TOP_K = 4
+MAX_WINDOWS = 32  # windows judged per claim at most, with windows="all" too
+
+
+@dataclass(frozen=True)
+class Window:
+    """A span of the context text (the entries, stripped, joined by newlines)."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+
+    def evidence(self, p_yes: float | None) -> dict:
+        return {
+            "window": self.index,
+            "start": self.start,
+            "end": self.end,
+            "text": self.text,
+            "pYes": None if p_yes is None else round(p_yes, 4),
+        }
+
+
+def context_text(context: Sequence[str]) -> str:
+    """The text windows are cut from: the context entries, stripped, one per line."""
+    return "\n".join(entry.strip() for entry in context if entry.strip())
+
+
+def check_windows(windows: object) -> str | int:
+    """ "all", "off", or a positive integer k."""
+    if windows in WINDOW_MODES:
+        return windows  # type: ignore[return-value]
+    if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
+        raise ValueError(f'windows must be "all", "off" or an integer >= 1, not {windows!r}')
+    return windows
+
+
+def split_windows(
+    text: str, count_tokens: Callable[[str], int], window_tokens: int
+) -> list[Window]:
+    """Windows of whole sentences, each at most `window_tokens` tokens (a longer sentence
+    is cut at spaces), consecutive windows sharing their boundary sentence so that a claim
+    resting on two neighbouring sentences finds them together. A text that fits is one
+    window."""
+    if not text:
+        return []
+    if count_tokens(text) <= window_tokens:
+        return [Window(0, 0, len(text), text)]
+    pieces: list[tuple[int, int, int]] = []  # (start, end, tokens)
+    for start, end in sentence_spans(text):
+        pieces.extend(_cut(text, start, end, count_tokens, window_tokens))
+    windows: list[Window] = []
+    first = 0
+    while first < len(pieces):
+        last, total = first, pieces[first][2]
+        while last + 1 < len(pieces) and total + pieces[last + 1][2] <= window_tokens:
+            last += 1
+            total += pieces[last][2]
+        start, end = pieces[first][0], pieces[last][1]
+        windows.append(Window(len(windows), start, end, text[start:end]))
+        if last == len(pieces) - 1:
+            break
+        first = last if last > first else last + 1
+    return windows
+
+
+def _cut(
+    text: str, start: int, end: int, count_tokens: Callable[[str], int], limit: int
+) -> list[tuple[int, int, int]]:
+    """A sentence as pieces of at most `limit` tokens, cut at spaces where it has them."""
+    tokens = count_tokens(text[start:end])
+    if tokens <= limit or end - start < 2:
+        return [(start, end, tokens)]
+    middle = start + (end - start) // 2
+    space = text.rfind(" ", start + 1, middle + 1)
+    if space <= start:
+        space = text.find(" ", middle, end - 1)
+    cut = space if space > start else middle
+    head_end = cut
+    while head_end > start and text[head_end - 1].isspace():
+        head_end -= 1
+    tail_start = cut
+    while tail_start < end and text[tail_start].isspace():
+        tail_start += 1
+    return _cut(text, start, head_end, count_tokens, limit) + _cut(
+        text, tail_start, end, count_tokens, limit
+    )
+
+
+_WORD = re.compile(r"\w+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def terms(text: str) -> list[str]:
+    """Lower-case words; runs of CJK characters (no spaces between words) as bigrams."""
+    out: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if _CJK.search(word) and len(word) > 1:
+            out.extend(word[i : i + 2] for i in range(len(word) - 1))
+        else:
+            out.append(word)
+    return out
+
+
+class BM25:
+    """Okapi BM25 over a fixed list of texts (k1 1.2, b 0.75)."""
+
+    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+        self.docs = [Counter(terms(t)) for t in texts]
+        self.lengths = [sum(d.values()) for d in self.docs]
+        self.average = (sum(self.lengths) / len(self.docs)) if self.docs else 0.0
+        frequency: Counter[str] = Counter()
+        for doc in self.docs:
+            frequency.update(doc.keys())
+        n = len(self.docs)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in frequency.items()}
+        self.k1, self.b = k1, b
+
+    def scores(self, query: str) -> list[float]:
+        wanted = set(terms(query))
+        out = []
+        for doc, length in zip(self.docs, self.lengths, strict=True):
+            norm = self.k1 * (1 - self.b + self.b * length / (self.average or 1))
+            out.append(
+                sum(
+                    self.idf[t] * doc[t] * (self.k1 + 1) / (doc[t] + norm)
+                    for t in wanted
+                    if t in doc
+                )
+            )
+        return out
+
+
+def plan_windows(
+    judge,
+    context: Sequence[str],
+    claims: Sequence[str],
+    *,
+    mode: str | int = DEFAULT_TOP_K,
+    window_tokens: int | None = None,
+    max_tokens: int = 96,
+) -> tuple[list[Window], list[list[int]], list[int]]:
+    """The windows of `context` and, for each claim, the windows to judge it against and
+    how many `MAX_WINDOWS` left out (`candidate_windows`). Windows are `window_tokens` long
+    (else the judge's own size, else as long as fits in its context beside the longest
+    claim's prompt and `max_tokens`); a context that fits is one window, none is none, and
+    `mode` "off" keeps the whole context as one window whatever its length."""
+    from localjudge.prompts import claim_verdict_prompt
+
+    text = context_text(context)
+    if mode == "off" and text:
+        windows = [Window(0, 0, len(text), text)]
+    else:
+        size = window_tokens or judge.window_tokens
+        if size is None and claims:
+            room = claim_verdict_prompt(["."], max(claims, key=len))
+            used = len(judge.tokenize("".join(judge.split_prompt(room)[0]) + room.own))
+            size = max(judge.n_ctx - used - max_tokens - 8, 16)
+        windows = split_windows(text, lambda t: len(judge.tokenize(t)), size or len(text) + 1)
+    if len(windows) <= 1:
+        return windows, [list(range(len(windows))) for _ in claims], [0] * len(claims)
+    chosen, left_out = candidate_windows(windows, claims, mode)
+    return windows, chosen, left_out
+
+
+def candidate_windows(
+    windows: Sequence[Window], claims: Sequence[str], mode: str | int, index: BM25 | None = None
+) -> tuple[list[list[int]], list[int]]:
+    """For each claim, the indices of the windows to judge it against (best BM25 first; a
+    tie keeps the text's order), and how many windows each claim left out because of
+    `MAX_WINDOWS` (0 when `mode` chose fewer on purpose)."""
+    if len(windows) <= 1:
+        return [list(range(len(windows))) for _ in claims], [0] * len(claims)
+    index = index or BM25([w.text for w in windows])
+    k = MAX_WINDOWS if mode == "all" else min(int(mode), MAX_WINDOWS)
+    chosen, left_out = [], []
+    for claim in claims:
+        scores = index.scores(claim)
+        ranked = sorted(range(len(windows)), key=lambda i: (-scores[i], i))
+        chosen.append(sorted(ranked[:k]))
+        left_out.append(max(0, len(windows) - MAX_WINDOWS) if mode == "all" else 0)
+    return chosen, left_out
+
+
+def claim_template_reason(verdict: str, evidence: dict | None, *, quoted: bool = True) -> str:
+    """A claim's reason built from its verdict and the window that decided it, quoting the
+    window (or, `quoted=False`, naming it by its index)."""
+    if evidence is None:
+        return "No context was given, so nothing supports this claim."
+    where = f'"{quote(evidence["text"])}"' if quoted else f"window {evidence['window']}"
+    if verdict == "no":
+        return f"Supported by the context: {where}"
+    return f"No part of the context states this; closest: {where}"
+
+
+def quote(text: str, limit: int = 600) -> str:
+    """`text` on one line, its middle left out past `limit` characters."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    half = (limit - 1) // 2
+    return f"{text[:half].rstrip()} … {text[len(text) - half :].lstrip()}"
+
+
+def p_yes(result) -> float:
+    """P("yes") of a verdict result (1 or 0 when the judge gave no choice)."""
+    choice = result.choice("verdict")
+    if choice is None:
+        return 1.0 if result.value.get("verdict") == "yes" else 0.0
+    return float(choice.probabilities.get("yes", 0.0))

@@ -1,0 +1,165 @@
+"""Evidence windows (exact, on the fake engine and a fake tokenizer): how a context is cut,
+which windows a claim is judged against, and the verdicts, evidence and reasons that come
+back. The real engine's turn is in tests/test_hallucination_real.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from localjudge.errors import PromptTooLongError
+from localjudge.scorers import create_hallucination_scorer
+from localjudge.scorers.evidence import (
+    BM25,
+    MAX_WINDOWS,
+    candidate_windows,
+    check_windows,
+    context_text,
+    split_windows,
+)
+from localjudge.testing import FakeJudge
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+FACTS = [f"Station {n} recorded {n + 3} frost days in year {2000 + n}." for n in range(40)]
+
+
+def test_windows_are_whole_sentences_within_the_size_sharing_their_boundary_sentence():
+    text = " ".join(FACTS)
+    windows = split_windows(text, words, 20)  # 8 words a sentence: 2 per window
+    assert len(windows) > 1
+    for window in windows:
+        assert text[window.start : window.end] == window.text
+        assert words(window.text) <= 20
+        assert window.text.startswith("Station") and window.text.endswith(".")
+    for before, after in zip(windows, windows[1:], strict=False):
+        assert after.start < before.end  # the boundary sentence is in both
+        assert text[after.start : before.end].count(".") == 1
+    assert windows[0].start == 0 and windows[-1].end == len(text)
+    assert [w.index for w in windows] == list(range(len(windows)))
+
+
+def test_a_text_that_fits_is_one_window_and_a_long_sentence_is_cut():
+    (whole,) = split_windows("Short. Text.", words, 20)
+    assert (whole.start, whole.end, whole.text) == (0, 12, "Short. Text.")
+    long = " ".join(f"w{i}" for i in range(50)) + "."
+    windows = split_windows(long, words, 12)
+    assert all(words(w.text) <= 12 for w in windows)
+    assert " ".join(w.text for w in windows).split() == long.split()  # every word, once
+    assert split_windows("", words, 12) == []
+
+
+def test_context_text_joins_the_stripped_entries_by_newlines():
+    assert context_text([" a ", "", "b"]) == "a\nb"
+
+
+def test_bm25_ranks_the_window_that_shares_the_claims_rare_words_first():
+    texts = [
+        "The museum opens at nine.",
+        "The ferry leaves at noon.",
+        "The museum has a roof café.",
+    ]
+    scores = BM25(texts).scores("When does the ferry leave? At noon.")
+    assert scores.index(max(scores)) == 1
+    assert BM25(["東京は日本の首都です。", "富士山は高い。"]).scores("富士山")[1] > 0
+
+
+def test_candidate_windows_take_the_k_best_in_text_order_and_all_is_capped():
+    windows = split_windows(" ".join(FACTS), words, 20)
+    chosen, left_out = candidate_windows(windows, ["Station 31 recorded 34 frost days."], 2)
+    (mine,) = chosen
+    assert len(mine) == 2 and mine == sorted(mine) and left_out == [0]
+    assert any("Station 31 " in windows[i].text for i in mine)
+    many = split_windows(" ".join(FACTS * 3), words, 10)  # one sentence a window
+    assert len(many) > MAX_WINDOWS
+    (every,), (missed,) = candidate_windows(many, ["frost"], "all")
+    assert len(every) == MAX_WINDOWS and missed == len(many) - MAX_WINDOWS
+
+
+@pytest.mark.parametrize("bad", [0, -1, "some", 1.5, True])
+def test_windows_option_is_checked(bad):
+    with pytest.raises(ValueError, match="windows must be"):
+        check_windows(bad)
+
+
+def long_context_scorer(judge, **options):
+    # the fake tokenizer reads a character a token: a window of 100 holds two sentences
+    return create_hallucination_scorer(
+        judge,
+        context=[" ".join(FACTS[:20]), " ".join(FACTS[20:])],
+        window_tokens=100,
+        extraction="sentences",
+        **options,
+    )
+
+
+def test_a_long_context_is_judged_in_windows_and_the_best_window_decides():
+    judge = FakeJudge(n_ctx=2400)  # the instructions, the whole context and a claim do not fit
+    output = "Station 31 recorded 34 frost days in year 2031. Station 7 recorded 99 frost days."
+    with pytest.raises(PromptTooLongError):
+        long_context_scorer(judge, windows="off").run({"output": output})
+    result = long_context_scorer(judge).run({"output": output})
+    supported, invented = result.analyze_step_result["verdicts"]
+    assert supported["verdict"] == "no" and invented["verdict"] == "yes"
+    assert result.score == 0.5
+    text = context_text([" ".join(FACTS[:20]), " ".join(FACTS[20:])])
+    evidence = supported["evidence"]
+    assert text[evidence["start"] : evidence["end"]] == evidence["text"]
+    assert "Station 31 recorded 34 frost days in year 2031." in evidence["text"]
+    assert evidence["pYes"] < 0.5 <= invented["evidence"]["pYes"]
+    # each claim was judged against its 4 best windows, not the whole context
+    assert result.usage["analyze"].requests == 2 * 4
+    assert "truncated" not in supported
+    judge.close()
+
+
+def test_every_window_is_judged_up_to_the_cap_and_the_verdict_says_what_was_left_out():
+    judge = FakeJudge(n_ctx=2400, slots=8)
+    scorer = create_hallucination_scorer(
+        judge,
+        context=[" ".join(FACTS * 2)],
+        window_tokens=50,
+        windows="all",
+        extraction="sentences",
+    )
+    result = scorer.run({"output": "Station 3 recorded 6 frost days in year 2003."})
+    (verdict,) = result.analyze_step_result["verdicts"]
+    assert verdict["verdict"] == "no"
+    assert verdict["truncated"] == {"windows": {"judged": MAX_WINDOWS, "leftOut": 80 - MAX_WINDOWS}}
+    assert result.usage["analyze"].requests == MAX_WINDOWS
+    judge.close()
+
+
+def test_a_judge_fit_for_verdicts_only_gives_reasons_built_from_the_evidence():
+    judge = FakeJudge(n_ctx=2400, extracts_claims=False)  # registry fitness "verdicts"
+    output = "Station 31 recorded 34 frost days in year 2031. Station 7 recorded 99 frost days."
+    result = long_context_scorer(judge).run({"output": output})
+    supported, invented = result.analyze_step_result["verdicts"]
+    assert supported["reasonBy"] == invented["reasonBy"] == "template"
+    assert supported["reason"] == f'Supported by the context: "{supported["evidence"]["text"]}"'
+    assert invented["reason"].startswith("No part of the context states this; closest: ")
+    assert invented["evidence"]["text"] in invented["reason"]
+    assert result.generate_reason_prompt is None  # the score's reason is built, too
+    assert "Station 7 recorded 99 frost days." in result.reason
+    assert f'(closest: "{invented["evidence"]["text"][:40]}' in result.reason
+    meaningful = result.to_dict()["judge"]["meaningful"]
+    assert meaningful == {"verdicts": True, "reasons": True}
+    # free text asked for anyway: written by the judge, and marked as not meaningful
+    opted = long_context_scorer(judge, reason="judge", claim_reasons="all").run({"output": output})
+    used, opted_used = result.usage["analyze"], opted.usage["analyze"]
+    assert used.generated_tokens < opted_used.generated_tokens  # closed after the verdicts
+    assert opted.analyze_step_result["verdicts"][0]["reasonBy"] == "judge"
+    assert opted.reason == "Explained by the fake judge."
+    assert opted.to_dict()["judge"]["meaningful"] == {"verdicts": True, "reasons": False}
+    judge.close()
+
+
+def test_without_context_a_claim_has_no_evidence_and_says_so():
+    judge = FakeJudge(extracts_claims=False)
+    result = create_hallucination_scorer(judge, context=[]).run({"output": "It rained."})
+    (verdict,) = result.analyze_step_result["verdicts"]
+    assert verdict["verdict"] == "yes" and verdict["evidence"] is None
+    assert verdict["reason"] == "No context was given, so nothing supports this claim."
+    judge.close()
