@@ -45,6 +45,7 @@ from localjudge.judge import Judge
 from localjudge.prompts import claim_verdict_prompt
 from localjudge.registry import resolve
 from localjudge.scheduler.stats import SchedulerStats
+from localjudge.scorers.evidence import DEFAULT_TOP_K, plan_windows
 
 SCHEMA = "hallucination_verdict"
 # the ways compared, (a) over (b), in the CLI's table and the JSON report
@@ -182,6 +183,18 @@ def _prompts(judge: Judge, items) -> list[tuple[str, str]]:
     ]
 
 
+def _window_prompts(judge: Judge, items, windows: int | str) -> list[list[tuple[str, str]]]:
+    """Each claim's prompts against its evidence windows, as the hallucination scorer
+    judges it (`plan_windows`): one list per claim."""
+    out = []
+    for context, claims in items:
+        cut, chosen, _ = plan_windows(judge, context, claims, mode=windows)
+        for claim, mine in zip(claims, chosen, strict=True):
+            texts = [[cut[w].text] for w in mine] if len(cut) > 1 else [context]
+            out.append([judge.split_prompt(claim_verdict_prompt(t, claim)) for t in texts])
+    return out
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
@@ -269,6 +282,7 @@ def run_scheduler_way(
     warm: bool = False,
     reference: Callable[[SchedulerStats], EngineReplay] | None = None,
     prefill_cells: int = 0,
+    windows: int | str | None = None,
 ) -> WayResult:
     """Our scheduler on the workload's claims (`model`: a registry name keeps the entry's
     LoRA adapters); the median of `rounds` rounds, each on an idle judge (nothing kept
@@ -277,7 +291,9 @@ def run_scheduler_way(
     cache keeps the prefixes that round evaluated in host memory, and kept prompts (one per
     slot) keep its requests' prompts in the KV cache while they fit. `reference`: called
     right after each round with its counters, while the judge idles: the bare engine
-    replaying that round (in a process of its own: its memory is not the way's)."""
+    replaying that round (in a process of its own: its memory is not the way's).
+    `windows`: each claim judged against its evidence windows (the way "e"), a claim
+    counting as valid when all its replies are."""
     schema = load_schema(SCHEMA)
     with (
         _PeakRss() as rss,
@@ -295,10 +311,17 @@ def run_scheduler_way(
     ):
         grammar = judge.grammar(SCHEMA)
 
+        per_claim = (
+            _window_prompts(judge, items, windows)
+            if windows is not None
+            else [[pair] for pair in _prompts(judge, items)]
+        )
+
         def round_requests():
             return [
                 judge.request(s, grammar, prefix=p, max_tokens=max_tokens, reasons_for=reasons_for)
-                for p, s in _prompts(judge, items)
+                for pairs in per_claim
+                for p, s in pairs
             ]
 
         if warm:  # the warm-up round: not counted
@@ -314,15 +337,12 @@ def run_scheduler_way(
             if reference is not None:
                 round_stats = judge.runtime.stats.since(round_before)
                 replays.append((round_stats, reference(round_stats)))
-            valid.append(
-                sum(
-                    1
-                    for o in outcomes
-                    if not isinstance(o, Exception) and _is_valid(o.text, schema)
-                )
+            good = iter(
+                not isinstance(o, Exception) and _is_valid(o.text, schema) for o in outcomes
             )
+            valid.append(sum(all([next(good) for _ in pairs]) for pairs in per_claim))
         stats = judge.runtime.stats.since(before)
-    return _measured(label, len(requests), walls, min(valid), stats, rss.peak_mib, replays)
+    return _measured(label, len(per_claim), walls, min(valid), stats, rss.peak_mib, replays)
 
 
 def run_scorer_way(
@@ -641,10 +661,16 @@ def run_bench(
             ("n", slots, frozenset()),
             ("w", slots, None),
             ("b", 1, None),
+            ("e", slots, None),
         ):
             if way not in ways:
                 continue
-            mode = {"f": ", warm, flagged", "n": ", warm, no reasons", "w": ", warm"}.get(way, "")
+            mode = {
+                "f": ", warm, flagged",
+                "n": ", warm, no reasons",
+                "w": ", warm",
+                "e": f", evidence windows (the {DEFAULT_TOP_K} best)",
+            }.get(way, "")
             label = f"{way}: scheduler x{num_slots}{mode}"
             progress(f"{report.workload}: ({way}) {label[3:]}; the bare engine after each round")
 
@@ -684,8 +710,10 @@ def run_bench(
                 reasons_for=reasons_for,
                 rounds=rounds if way != "b" else 1,
                 warm=way in "wfn",
-                reference=replay,
+                # the bare engine replays the whole-context prompts: not this way's shape
+                reference=replay if way != "e" else None,
                 prefill_cells=prefill_cells,
+                windows=DEFAULT_TOP_K if way == "e" else None,
             )
             gc.collect()
             report.ways.append(result)

@@ -446,7 +446,7 @@ def test_long_contexts_evaluated_apart_give_the_verdicts_of_the_batch_on_the_rea
 
     monkeypatch.setattr(core, "MIN_APART_TOKENS", 256)  # shorter contexts: a faster test
 
-    items = [(context[:14], claims[:1]) for context, claims in rag_items(3)]  # ~320 tokens each
+    items = [(context[:14], claims[:1]) for context, claims in rag_items(2)]  # ~320 tokens each
     parts = [claim_verdict_prompt(context, claim) for context, claims in items for claim in claims]
     runs = {}
     # 0: every prefix in the batch; 1024: the instructions and the contexts apart; 512: a

@@ -69,7 +69,7 @@ def test_wheel_installs_and_works_outside_the_checkout(tmp_path):
     run([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
     run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-index"]
+        [str(python), "-m", "pip", "install", "--quiet", "--no-compile", "--no-index"]
         + ["--find-links", str(WHEELHOUSE), str(wheel)]
     )
     elsewhere = tmp_path / "elsewhere"
