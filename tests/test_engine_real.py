@@ -179,3 +179,18 @@ def test_llama_cpp_gives_cells_a_window_behind_a_sequences_end_to_other_tokens()
         moved = llama_cpp.llama_memory_seq_pos_min(engine._memory, 0)
     # sequence 0 lost the sliding-window cells of its first positions (288 = 800 - 512)
     assert lowest == 0 and 0 < moved <= 800 - 512
+
+
+def test_localjudge_threads_sets_the_default_thread_count(monkeypatch):
+    from localjudge.engine.llama import default_threads, physical_cores
+
+    monkeypatch.setenv("LOCALJUDGE_THREADS", "1")
+    with LlamaEngine(resolve().path, EngineConfig(n_ctx=256, n_seq_max=1)) as engine:
+        assert engine.n_threads == 1
+    with LlamaEngine(resolve().path, EngineConfig(n_ctx=256, n_seq_max=1, n_threads=2)) as engine:
+        assert engine.n_threads == 2  # an explicit count wins
+    monkeypatch.setenv("LOCALJUDGE_THREADS", "two")
+    with pytest.raises(ModelError, match="LOCALJUDGE_THREADS must be a positive integer"):
+        default_threads()
+    monkeypatch.delenv("LOCALJUDGE_THREADS")
+    assert default_threads() == physical_cores()

@@ -4,6 +4,8 @@ back. The real engine's turn is in tests/test_hallucination_real.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from localjudge.errors import PromptTooLongError
@@ -162,4 +164,16 @@ def test_without_context_a_claim_has_no_evidence_and_says_so():
     (verdict,) = result.analyze_step_result["verdicts"]
     assert verdict["verdict"] == "yes" and verdict["evidence"] is None
     assert verdict["reason"] == "No context was given, so nothing supports this claim."
+    judge.close()
+
+
+def test_without_stored_texts_the_evidence_keeps_its_offsets_and_the_reason_names_the_window():
+    judge = FakeJudge(n_ctx=2400, extracts_claims=False)
+    output = "Station 31 recorded 34 frost days in year 2031."
+    result = long_context_scorer(judge).run({"output": output})
+    (stored,) = result.to_dict()["analyzeStepResult"]["verdicts"]
+    (verdict,) = result.to_dict(store_text=False)["analyzeStepResult"]["verdicts"]
+    assert verdict["evidence"] == {k: v for k, v in stored["evidence"].items() if k != "text"}
+    assert verdict["reason"] == f"Supported by the context: window {stored['evidence']['window']}"
+    assert "Station" not in json.dumps(verdict)
     judge.close()

@@ -39,23 +39,26 @@ def hostile_prompts():
     schemas = ["hallucination_verdict", "toxicity_verdict", "claims", "reason"]
     budgets = [12, 20, 40]
     cases = []
-    for i, text in enumerate(HOSTILE * 2):
+    for i, text in enumerate((HOSTILE * 2)[:26]):  # 104 cases: every text, every schema
         for schema in schemas[(i % 2) * 2 : (i % 2) * 2 + 2]:
             for budget in budgets[i % 3 :][:2]:
                 cases.append((text, schema, budget))
     return cases
 
 
-def test_at_least_100_hostile_prompts_all_give_schema_valid_json(real_judge):
+def test_at_least_100_hostile_prompts_all_give_schema_valid_json():
+    from localjudge import Judge
+
     cases = hostile_prompts()
     assert len(cases) >= 100
-    requests = []
-    for text, schema, budget in cases:
-        grammar = real_judge.grammar(schema)
-        budget = max(budget, grammar.min_tokens)
-        prompt = f"Text: {text}\nJSON answer: " if text.strip() else "JSON answer: "
-        requests.append(real_judge.request(prompt, grammar, max_tokens=budget))
-    outcomes = real_judge.generate_many(requests)
+    with Judge.load(slots=16, max_prefixes=4, n_ctx=4096) as judge:  # 16 at a time: faster
+        requests = []
+        for text, schema, budget in cases:
+            grammar = judge.grammar(schema)
+            budget = max(budget, grammar.min_tokens)
+            prompt = f"Text: {text}\nJSON answer: " if text.strip() else "JSON answer: "
+            requests.append(judge.request(prompt, grammar, max_tokens=budget))
+        outcomes = judge.generate_many(requests)
     for (text, schema, _), request, outcome in zip(cases, requests, outcomes, strict=True):
         assert not isinstance(outcome, Exception), (text[:40], schema, outcome)
         jsonschema.validate(json.loads(outcome.text), load_schema(schema))
