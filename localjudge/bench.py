@@ -661,7 +661,8 @@ def run_bench(
             ("n", slots, frozenset()),
             ("w", slots, None),
             ("b", 1, None),
-            ("e", slots, None),
+            ("v", slots, frozenset()),
+            ("e", slots, frozenset()),
         ):
             if way not in ways:
                 continue
@@ -669,7 +670,8 @@ def run_bench(
                 "f": ", warm, flagged",
                 "n": ", warm, no reasons",
                 "w": ", warm",
-                "e": f", evidence windows (the {DEFAULT_TOP_K} best)",
+                "v": ", verdicts only",
+                "e": f", verdicts only, evidence windows (the {DEFAULT_TOP_K} best)",
             }.get(way, "")
             label = f"{way}: scheduler x{num_slots}{mode}"
             progress(f"{report.workload}: ({way}) {label[3:]}; the bare engine after each round")
@@ -711,7 +713,7 @@ def run_bench(
                 rounds=rounds if way != "b" else 1,
                 warm=way in "wfn",
                 # the bare engine replays the whole-context prompts: not this way's shape
-                reference=replay if way != "e" else None,
+                reference=replay if way not in "ve" else None,
                 prefill_cells=prefill_cells,
                 windows=DEFAULT_TOP_K if way == "e" else None,
             )

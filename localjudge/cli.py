@@ -864,8 +864,9 @@ def demo(model: str | None) -> None:
     "prompts), w (xN, default options, warm: a warm-up round not counted, "
     "as s is measured), "
     "f (w, only flagged verdicts explained), n (w, no reasons), "
-    "e (c, each claim against its 4 best evidence windows, as the hallucination scorer "
-    "judges long contexts), s (llama-server; needs --llama-server).",
+    "v (c, verdicts only: each reply closed after its verdict, as the scorers run a judge "
+    "fit for verdicts only), e (v, each claim against its 4 best evidence windows, as the "
+    "hallucination scorer judges long contexts), s (llama-server; needs --llama-server).",
 )
 @click.option(
     "--llama-server",
@@ -927,8 +928,8 @@ def bench(
     from localjudge.engine import llama_build_info
     from localjudge.registry import resolve
 
-    if not ways or set(ways) - set("abcefnsw"):
-        raise click.BadParameter("use letters from 'abcefnsw'", param_hint="--ways")
+    if not ways or set(ways) - set("abcefnsvw"):
+        raise click.BadParameter("use letters from 'abcefnsvw'", param_hint="--ways")
     if "s" in ways and llama_server is None:
         raise click.BadParameter("way s needs --llama-server PATH", param_hint="--ways")
     resolved = resolve(model)

@@ -195,3 +195,30 @@ def test_fifty_thousand_characters_are_never_silently_truncated(judge):
     result = create_toxicity_scorer(judge, reason="template").run({"output": output})
     assert len(result.analyze_step_result["verdicts"]) == 1471 and result.score == 0
     assert "truncated" not in result.to_dict()
+
+
+def test_a_skipped_reason_skips_only_the_reason_not_the_category_and_severity(tmp_home):
+    # the judge chooses a toxic statement's category and severity as ever; only its reason is
+    # closed at once, without logits (no decode step after the severity)
+    with FakeJudge() as judge:  # rule_script: a personal attack, moderate
+        output = "You are an idiot. Thanks for asking."
+        every = create_toxicity_scorer(judge, reason="template", claim_reasons="all").run(
+            {"output": output}
+        )
+        none = create_toxicity_scorer(judge, reason="template", claim_reasons="none").run(
+            {"output": output}
+        )
+    fields = [
+        (v["verdict"], v["category"], v["severity"]) for v in none.analyze_step_result["verdicts"]
+    ]
+    assert fields == [("yes", "personal_attack", "moderate"), ("no", "none", "none")]
+    assert fields == [
+        (v["verdict"], v["category"], v["severity"]) for v in every.analyze_step_result["verdicts"]
+    ]
+    assert none.score == every.score
+    assert [v["reasonBy"] for v in none.analyze_step_result["verdicts"]] == ["template"] * 2
+    assert (
+        none.analyze_step_result["verdicts"][0]["reason"]
+        == "Judged toxic: personal attack, moderate."
+    )
+    assert none.usage["analyze"].generated_tokens < every.usage["analyze"].generated_tokens

@@ -21,6 +21,9 @@ from localjudge.scheduler.state import Finished, Sequence
 from localjudge.scheduler.stats import SchedulerStats
 
 _VERDICT = re.compile(rb'"verdict"\s*:\s*"([^"\\]*)"')
+# where a skipped reason starts: the other fields (a category, a severity) are chosen as
+# ever, and only the reason's text is closed at once
+_REASON_OPEN = re.compile(rb'"reason"\s*:\s*(?:"(?:[^"\\]|\\.)*)?$')
 
 
 class TokenChooser:
@@ -69,6 +72,10 @@ class TokenChooser:
         grammar = seq.grammar
         while self.jump_forward and not grammar.is_final(seq.state):
             forced = self._forced(seq)
+            if forced is None and self._skipping_reason(seq):
+                # the reason's shortest closing: the same text by any of its tokens, so it
+                # needs no logits, and the sequence ends without another decode step
+                forced = int(grammar.closing[seq.state][0])
             if forced is None:
                 break
             self._accept(seq, forced, forced=True)
@@ -103,6 +110,11 @@ class TokenChooser:
             seq.forced_close = True  # finish_reason "length"
             return True
         return False
+
+    @staticmethod
+    def _skipping_reason(seq: Sequence) -> bool:
+        """Inside a reason that `reasons_for` skips (its verdict is not wanted)."""
+        return seq.close_early and _REASON_OPEN.search(seq.output_bytes) is not None
 
     @staticmethod
     def _forced(seq: Sequence) -> int | None:
@@ -158,7 +170,7 @@ class TokenChooser:
         forced = self._forced(seq)
         if forced is not None:  # what jump-forward would have appended without logits
             return forced
-        if seq.close_early:
+        if self._skipping_reason(seq):
             closing = grammar.closing[state]
             return int(closing[int(np.argmax(logits[closing]))])
         if seq.sampling.greedy:
