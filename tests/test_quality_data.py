@@ -112,6 +112,17 @@ def test_measure_on_the_fake_judge(tmp_path, tmp_home):
     assert len(data["worst"]) == 8 and all(w["text"] for w in data["worst"])
 
 
+def test_a_verdicts_only_judge_reports_reasons_built_from_its_verdicts(tmp_path, tmp_home):
+    rows, _ = read_rows(toxic_rows(tmp_path), "toxicity")
+    with FakeJudge(extracts_claims=False) as judge:  # registry fitness "verdicts"
+        report = measure(judge, rows, "toxicity", source="tox.jsonl")
+    civil = "Judged civil: no attack, mockery, hate, dismissal or threat."
+    assert civil in report.reasons
+    assert all(
+        r == civil or r.startswith("Judged toxic: personal attack, ") for r in report.reasons
+    )
+
+
 def test_quality_command_with_pictures_and_page(tmp_path, tmp_home, monkeypatch):
     pytest.importorskip("matplotlib")
     monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")

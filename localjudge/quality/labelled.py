@@ -200,19 +200,21 @@ class Verdict:
     error: str | None = None
 
 
-def prompts_of(judge, row: Row, task: str) -> list:
-    """The verdict prompts of one row: a claim against each of its evidence windows (one,
-    the whole context, when it fits; as the hallucination scorer judges it), a statement
-    with the user's message."""
+def prompts_of(judge, row: Row, task: str) -> list[tuple]:
+    """The verdict prompts of one row, each with the window it judges against (None for a
+    toxicity statement, or without context): a claim against each of its evidence windows
+    (one, the whole context, when it fits; as the hallucination scorer judges it), a
+    statement with the user's message."""
     from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
     from localjudge.scorers.evidence import plan_windows
 
     if task != "hallucination":
-        return [opinion_verdict_prompt(row.input, row.text)]
+        return [(opinion_verdict_prompt(row.input, row.text), None)]
     windows, (chosen,), _ = plan_windows(judge, row.context, [row.text], max_tokens=VERDICT_TOKENS)
     if len(windows) <= 1:
-        return [claim_verdict_prompt(list(row.context), row.text)]
-    return [claim_verdict_prompt([windows[w].text], row.text) for w in chosen]
+        whole = windows[0] if windows else None
+        return [(claim_verdict_prompt(list(row.context), row.text), whole)]
+    return [(claim_verdict_prompt([windows[w].text], row.text), windows[w]) for w in chosen]
 
 
 def judge_rows(
@@ -226,32 +228,47 @@ def judge_rows(
 ) -> list[Verdict]:
     """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
     batches them); `progress(n)` after each chunk. A row judged in evidence windows takes
-    its best window's verdict (the lowest P(yes)). `reasons=False` stops each reply after
-    its verdict (P(yes) is the same; the reason is a placeholder), which is much faster."""
-    from localjudge.scorers.evidence import p_yes
+    its best window's verdict (the lowest P(yes)). Reasons are the judge's own words where
+    its free text can be trusted, else built from the verdict and its evidence, as the
+    scorers build them; `reasons=False` stops each reply after its verdict (P(yes) is the
+    same; the reason is a placeholder), which is much faster."""
+    from localjudge.scorers.evidence import claim_template_reason, p_yes
+    from localjudge.scorers.toxicity import statement_template_reason
 
     schema = SCHEMAS[task]
-    reasons_for = None if reasons else frozenset()
+    written = reasons and judge.writes_reasons
+    reasons_for = None if written else frozenset()
     verdicts: list[Verdict] = []
     for start in range(0, len(rows), chunk):
         part = rows[start : start + chunk]
-        owners, requests = [], []
+        owners, windows, requests = [], [], []
         for n, row in enumerate(part):
-            for parts in prompts_of(judge, row, task):
+            for parts, window in prompts_of(judge, row, task):
                 owners.append(n)
+                windows.append(window)
                 requests.append(
                     judge.prompt_request(parts, schema, VERDICT_TOKENS, reasons_for=reasons_for)
                 )
         outcomes: list[list] = [[] for _ in part]
-        for n, outcome in zip(owners, judge.generate_many(requests), strict=True):
-            outcomes[n].append(outcome)
+        for n, window, outcome in zip(owners, windows, judge.generate_many(requests), strict=True):
+            outcomes[n].append((outcome, window))
         for mine in outcomes:
-            failed = next((o for o in mine if isinstance(o, Exception)), None)
+            failed = next((o for o, _ in mine if isinstance(o, Exception)), None)
             if failed is not None:
                 verdicts.append(Verdict(None, error=f"{type(failed).__name__}: {failed}"))
                 continue
-            best = min(mine, key=p_yes)
-            verdicts.append(Verdict(p_yes(best), reason=str(best.value.get("reason", ""))))
+            best, window = min(mine, key=lambda pair: p_yes(pair[0]))
+            value = best.value
+            if written or not reasons:
+                reason = str(value.get("reason", ""))
+            elif task == "hallucination":
+                evidence = window.evidence(p_yes(best)) if window else None
+                reason = claim_template_reason(value["verdict"], evidence)
+            else:
+                reason = statement_template_reason(
+                    value["verdict"], value["category"], value["severity"]
+                )
+            verdicts.append(Verdict(p_yes(best), reason=reason))
         if progress is not None:
             progress(len(part))
     return verdicts
