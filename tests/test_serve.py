@@ -519,3 +519,30 @@ def test_openai_errors(tmp_home):
 
     run(main())
     judge.close()
+
+
+def test_a_long_context_is_judged_in_evidence_windows_over_http(tmp_home):
+    judge = FakeJudge(n_ctx=2400)  # the instructions and this context do not fit together
+    facts = " ".join(f"Station {n} recorded {n + 3} frost days." for n in range(60))
+    body = {
+        "output": "Station 41 recorded 44 frost days.",
+        "context": [facts],
+        "options": {"extraction": "sentences", "windows": 2, "window_tokens": 100},
+    }
+
+    async def main():
+        async with client_for(judge) as client:
+            good = await client.post("/v1/scorers/hallucination/run", json=body)
+            bad = await client.post(
+                "/v1/scorers/hallucination/run",
+                json={**body, "options": {**body["options"], "windows": 0}},
+            )
+            return good, bad
+
+    good, bad = run(main())
+    judge.close()
+    assert good.status_code == 200, good.text
+    (verdict,) = good.json()["analyzeStepResult"]["verdicts"]
+    assert verdict["verdict"] == "no" and "Station 41 recorded" in verdict["evidence"]["text"]
+    assert good.json()["usage"]["analyze"]["requests"] == 2
+    assert bad.status_code == 422 and "windows must be" in bad.json()["error"]["message"]
