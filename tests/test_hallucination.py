@@ -209,6 +209,23 @@ def test_async_get_context(judge):
     assert context_seen(scorer.run({"output": "The sky is blue."})) == "from the hook"
 
 
+def test_get_context_takes_any_subset_of_its_keywords(judge):
+    # Mastra passes {run, results, step}; a function may read any subset, as the seed's own
+    # `lambda *, run, step: ...` does, or take **kwargs
+    hooks = [
+        lambda *, run, step: [f"subset at {step}"],
+        lambda run, **rest: [f"kwargs {sorted(rest)}"],
+        lambda: ["none at all"],
+    ]
+    seen = []
+    for hook in hooks:
+        scorer = create_hallucination_scorer(
+            judge, get_context=hook, extraction="sentences", reason="template"
+        )
+        seen.append(context_seen(scorer.run({"output": "The sky is blue."})))
+    assert seen == ["subset at analyze", "kwargs ['results', 'score', 'step']", "none at all"]
+
+
 def test_run_context_beats_static_and_hook_beats_both(judge):
     static = create_hallucination_scorer(
         judge, context=["static"], extraction="sentences", reason="template"

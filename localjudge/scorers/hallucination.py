@@ -251,7 +251,8 @@ def create_hallucination_scorer(
 
     `model`: a registry name, a `.gguf` path, a loaded `Judge` (shared), or None for the
     default. `context`: static context strings. `get_context(run=, results=, score=, step=)`
-    (plain or async) resolves context at run time and replaces it entirely, even with `[]`.
+    (plain or async; called with the keywords it names, or all with `**kwargs`) resolves
+    context at run time and replaces it entirely, even with `[]`.
     `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter) or
     "auto" (sentences unless the judge's free text can be trusted: not a base model or a
     judge tuned for verdicts only). `reason`: "judge" (written by the judge) or "template"

@@ -70,10 +70,24 @@ async def generate_all(
                 future.exception()
 
 
-async def call_hook(hook: Callable[..., Any], name: str, **kwargs: Any) -> Any:
-    """Call a user hook, plain or async; its exception becomes one clear error."""
+def accepted_keywords(hook: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments `hook` takes: all of them with a `**kwargs`, else the ones it
+    names (as Mastra passes `{run, results, step}` and a function may read any subset)."""
     try:
-        value = hook(**kwargs)
+        parameters = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: pass everything
+        return kwargs
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return kwargs
+    named = {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return {k: v for k, v in kwargs.items() if k in named}
+
+
+async def call_hook(hook: Callable[..., Any], name: str, **kwargs: Any) -> Any:
+    """Call a user hook, plain or async, with the keywords it takes; its exception becomes
+    one clear error."""
+    try:
+        value = hook(**accepted_keywords(hook, kwargs))
         if inspect.isawaitable(value):
             value = await value
     except LocalJudgeError:
