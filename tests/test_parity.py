@@ -323,3 +323,27 @@ def test_score_command_options(fake_cli):
     assert re.search(
         r"of 3\b", fake_cli("score", "toxicity", "--output", "Hi.", "--scale", "3").output
     )
+
+
+def test_both_scorers_judge_the_last_assistant_message_as_mastra_does(tmp_home):
+    # @mastra/evals 1.10.2's getAssistantMessageFromRunOutput: the final assistant message
+    # with text, so a multi-step reply is scored on its answer, not on "Let me check…"
+    from localjudge import create_hallucination_scorer, create_toxicity_scorer
+
+    output = [
+        {"role": "user", "content": "Is my order late?"},
+        {"role": "assistant", "content": "Let me check the tracking page."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
+        {"role": "tool", "content": "due Thursday"},
+        {"role": "assistant", "content": "Only an idiot would ask that. It is due Thursday."},
+        {"role": "assistant", "content": ""},
+    ]
+    with FakeJudge() as judge:
+        toxicity = create_toxicity_scorer(judge, reason="template").run({"output": output})
+        hallucination = create_hallucination_scorer(
+            judge, context=["It is due Thursday."], extraction="sentences", reason="template"
+        ).run({"output": output})
+    statements = [v["statement"] for v in toxicity.analyze_step_result["verdicts"]]
+    assert statements == ["Only an idiot would ask that.", "It is due Thursday."]
+    assert toxicity.score > 0
+    assert hallucination.preprocess_step_result["claims"] == statements

@@ -39,13 +39,14 @@ def _text_of_message(message: Any) -> str | None:
     return None
 
 
-def _first_with_role(messages: Any, role: str) -> str | None:
-    """The first text of a `role` message (skipping tool-call-only ones): "" when messages
-    of that role exist but none has text, None when there is no such message."""
+def _text_with_role(messages: Any, role: str, *, last: bool = False) -> str | None:
+    """The first (or `last`) text of a `role` message (skipping tool-call-only ones): ""
+    when messages of that role exist but none has text, None when there is no such
+    message."""
     if not isinstance(messages, list):
         return None
     found = False
-    for message in messages:
+    for message in reversed(messages) if last else messages:
         if isinstance(message, dict) and message.get("role") == role:
             found = True
             text = _text_of_message(message)
@@ -59,10 +60,10 @@ def user_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list):
-        return _first_with_role(value, "user")
+        return _text_with_role(value, "user")
     if isinstance(value, dict):
         for key in ("inputMessages", "input_messages", "messages"):
-            text = _first_with_role(value.get(key), "user")
+            text = _text_with_role(value.get(key), "user")
             if text is not None:
                 return text
         for key in ("prompt", "text", "content", "input", "user"):
@@ -74,7 +75,9 @@ def user_text(value: Any) -> str | None:
 
 
 def assistant_text(value: Any) -> str | None:
-    """The first assistant text of a run's output (string, messages, or one message).
+    """The assistant text of a run's output (string, messages, or one message): in a message
+    list the last assistant message with text, as Mastra (`@mastra/evals` 1.10.2) scores a
+    multi-step reply on its final answer, not on an intermediate "Let me check…".
 
     "" means an empty output (an empty string, or assistant turns without text); None means
     there is no assistant text to read at all (a user-only transcript, plain strings in a
@@ -83,7 +86,7 @@ def assistant_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list):
-        return _first_with_role(value, "assistant")
+        return _text_with_role(value, "assistant", last=True)
     if isinstance(value, dict) and value.get("role") in (None, "assistant"):
         if value.get("role") == "assistant" and value.get("content") is None:
             return ""  # a tool-call-only assistant message
