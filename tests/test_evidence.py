@@ -146,7 +146,7 @@ def test_a_judge_fit_for_verdicts_only_gives_reasons_built_from_the_evidence():
     assert result.generate_reason_prompt is None  # the score's reason is built, too
     assert "Station 7 recorded 99 frost days." in result.reason
     assert f'(closest: "{invented["evidence"]["text"][:40]}' in result.reason
-    meaningful = result.to_dict()["judge"]["meaningful"]
+    meaningful = result.to_dict()["judgedBy"]["meaningful"]
     assert meaningful == {"verdicts": True, "reasons": True}
     # free text asked for anyway: written by the judge, and marked as not meaningful
     opted = long_context_scorer(judge, reason="judge", claim_reasons="all").run({"output": output})
@@ -154,7 +154,7 @@ def test_a_judge_fit_for_verdicts_only_gives_reasons_built_from_the_evidence():
     assert used.generated_tokens < opted_used.generated_tokens  # closed after the verdicts
     assert opted.analyze_step_result["verdicts"][0]["reasonBy"] == "judge"
     assert opted.reason == "Explained by the fake judge."
-    assert opted.to_dict()["judge"]["meaningful"] == {"verdicts": True, "reasons": False}
+    assert opted.to_dict()["judgedBy"]["meaningful"] == {"verdicts": True, "reasons": False}
     judge.close()
 
 

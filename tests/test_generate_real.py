@@ -39,7 +39,7 @@ def hostile_prompts():
     schemas = ["hallucination_verdict", "toxicity_verdict", "claims", "reason"]
     budgets = [12, 20, 40]
     cases = []
-    for i, text in enumerate((HOSTILE * 2)[:26]):  # 104 cases: every text, every schema
+    for i, text in enumerate((HOSTILE * 2)[:30]):  # 100 cases: every text, every schema
         for schema in schemas[(i % 2) * 2 : (i % 2) * 2 + 2]:
             for budget in budgets[i % 3 :][:2]:
                 cases.append((text, schema, budget))

@@ -38,7 +38,7 @@ def check_structure(result, scale=1, meaningful=True):
     assert not result.reason.lstrip().startswith("{")  # the sentence itself, not JSON
     data = json.loads(result.to_json())
     # the embedded default carries the judge adapter; the bare base model is mechanics-only
-    assert data["judge"]["meaningful"]["verdicts"] is meaningful
+    assert data["judgedBy"]["meaningful"]["verdicts"] is meaningful
 
 
 def test_static_context_with_judge_extraction():

@@ -172,5 +172,5 @@ def test_real_model_on_two_actors(cluster, tmp_path):
     )
     assert report.processed == 4 and report.failed == 0
     record = records(out)[0]
-    assert record["results"]["toxicity"]["judge"]["model"] == "gemma-3-270m-judge"
+    assert record["results"]["toxicity"]["judgedBy"]["model"] == "gemma-3-270m-judge"
     assert 0 <= record["scores"]["toxicity"] <= 1

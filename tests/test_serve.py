@@ -250,7 +250,7 @@ def test_server_on_the_real_model(tmp_home):
             )
             assert reply.status_code == 200, reply.text
             result = reply.json()
-            assert result["judge"]["model"] == "gemma-3-270m-judge" and 0 <= result["score"] <= 1
+            assert result["judgedBy"]["model"] == "gemma-3-270m-judge" and 0 <= result["score"] <= 1
             assert len(result["analyzeStepResult"]["verdicts"]) == 2
             chat_body = {
                 "messages": [

@@ -29,7 +29,7 @@ def check(result, n_statements, scale=1):
     assert result.score == pytest.approx(expected, abs=0.006)
     assert result.reason.strip() and not result.reason.lstrip().startswith("{")
     data = json.loads(result.to_json())
-    assert data["judge"]["meaningful"] == {"verdicts": True, "reasons": True}
+    assert data["judgedBy"]["meaningful"] == {"verdicts": True, "reasons": True}
     assert "preprocessStepResult" not in data
 
 

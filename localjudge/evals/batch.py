@@ -97,10 +97,11 @@ class FilePlan:
             failed=sum(1 for r in records.values() if r.get("errors")),
             judge=next(
                 (
-                    result["judge"]
+                    result.get("judgedBy") or result["judge"]  # "judge": older records
                     for record in reversed(list(records.values()))
                     for result in (record.get("results") or {}).values()
-                    if isinstance(result, dict) and isinstance(result.get("judge"), dict)
+                    if isinstance(result, dict)
+                    and isinstance(result.get("judgedBy") or result.get("judge"), dict)
                 ),
                 None,
             ),

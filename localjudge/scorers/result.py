@@ -86,7 +86,8 @@ class ScorerResult:
             "groundTruth": self.ground_truth,
             "requestContext": self.request_context,
             "usage": {step: usage.to_dict() for step, usage in self.usage.items()},
-            "judge": {
+            # not "judge": @mastra/core's results use that key for the judge's config
+            "judgedBy": {
                 "model": self.judge,
                 "meaningful": {
                     "verdicts": self.judge_meaningful,
@@ -97,8 +98,10 @@ class ScorerResult:
             "promptVersion": self.prompt_version,
             **self.details,
         }
-        if self.preprocess_step_result is None and self.preprocess_prompt is None:
-            del data["preprocessStepResult"], data["preprocessPrompt"]
+        if self.preprocess_prompt is None:  # Mastra omits the key where no prompt ran
+            del data["preprocessPrompt"]
+        if self.preprocess_step_result is None:
+            del data["preprocessStepResult"]
         if not store_text:
             _strip_texts(data)
         return data
