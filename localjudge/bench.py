@@ -45,7 +45,7 @@ from localjudge.judge import Judge
 from localjudge.prompts import claim_verdict_prompt
 from localjudge.registry import resolve
 from localjudge.scheduler.stats import SchedulerStats
-from localjudge.scorers.evidence import DEFAULT_TOP_K, plan_windows
+from localjudge.scorers.evidence import DEFAULT_TOP_K, claim_contexts, plan_windows
 
 SCHEMA = "hallucination_verdict"
 # the ways compared, (a) over (b), in the CLI's table and the JSON report
@@ -190,7 +190,7 @@ def _window_prompts(judge: Judge, items, windows: int | str) -> list[list[tuple[
     for context, claims in items:
         cut, chosen, _ = plan_windows(judge, context, claims, mode=windows)
         for claim, mine in zip(claims, chosen, strict=True):
-            texts = [[cut[w].text] for w in mine] if len(cut) > 1 else [context]
+            texts = claim_contexts(context, cut, mine)
             out.append([judge.split_prompt(claim_verdict_prompt(t, claim)) for t in texts])
     return out
 

@@ -206,15 +206,17 @@ def prompts_of(judge, row: Row, task: str) -> list[tuple]:
     (one, the whole context, when it fits; as the hallucination scorer judges it), a
     statement with the user's message."""
     from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
-    from localjudge.scorers.evidence import plan_windows
+    from localjudge.scorers.evidence import claim_contexts, plan_windows
 
     if task != "hallucination":
         return [(opinion_verdict_prompt(row.input, row.text), None)]
     windows, (chosen,), _ = plan_windows(judge, row.context, [row.text], max_tokens=VERDICT_TOKENS)
-    if len(windows) <= 1:
-        whole = windows[0] if windows else None
-        return [(claim_verdict_prompt(list(row.context), row.text), whole)]
-    return [(claim_verdict_prompt([windows[w].text], row.text), windows[w]) for w in chosen]
+    texts = claim_contexts(row.context, windows, chosen)
+    picked = [windows[w] for w in chosen] or [None]
+    return [
+        (claim_verdict_prompt(text, row.text), window)
+        for text, window in zip(texts, picked, strict=True)
+    ]
 
 
 def judge_rows(

@@ -180,6 +180,16 @@ def plan_windows(
     return windows, chosen, left_out
 
 
+def claim_contexts(
+    context: Sequence[str], windows: Sequence[Window], chosen: Sequence[int]
+) -> list[list[str]]:
+    """What one claim is judged against, a context per request: the whole context when it
+    is one window (or there is none), else each chosen window's text."""
+    if len(windows) <= 1:
+        return [list(context)]
+    return [[windows[w].text] for w in chosen]
+
+
 def candidate_windows(
     windows: Sequence[Window], claims: Sequence[str], mode: str | int, index: BM25 | None = None
 ) -> tuple[list[list[int]], list[int]]:

@@ -25,6 +25,7 @@ from localjudge.scorers.base import Scorer
 from localjudge.scorers.evidence import (
     DEFAULT_TOP_K,
     check_windows,
+    claim_contexts,
     claim_template_reason,
     context_text,
     p_yes,
@@ -158,14 +159,11 @@ class HallucinationScorer(Scorer):
             window_tokens=self.window_tokens,
             max_tokens=self.verdict_max_tokens,
         )
-        if len(windows) <= 1:  # the whole context (or none): one request per claim
-            prompts = [claim_verdict_prompt(context, claim) for claim in claims]
-        else:
-            prompts = [
-                claim_verdict_prompt([windows[w].text], claim)
-                for claim, ws in zip(claims, chosen, strict=True)
-                for w in ws
-            ]
+        prompts = [
+            claim_verdict_prompt(text, claim)
+            for claim, ws in zip(claims, chosen, strict=True)
+            for text in claim_contexts(context, windows, ws)
+        ]
         results, first_prompt = await self.judge_each(
             "analyze", prompts, "hallucination_verdict", self.verdict_max_tokens, usage
         )
