@@ -331,8 +331,10 @@ class Judge:
     # -- calibration ----------------------------------------------------------------------
 
     def verdict_threshold(self, prompt_version: str) -> tuple[float, str] | None:
-        """The P(yes) threshold `localjudge calibrate` stored for this judge and prompt
-        version, and where it came from; None: the judge's own verdict stands."""
+        """The P(yes) threshold for this judge and prompt version, and where it came from:
+        one `localjudge calibrate` stored for it ("calibrate"), else the one its registry
+        entry ships (`recommended.thresholds`, fitted on sources held out from its
+        training: "registry"); None: the judge's own verdict stands."""
         cached = self._thresholds.get(prompt_version, False)
         if cached is False:
             from localjudge.registry import load_calibration
@@ -341,8 +343,19 @@ class Judge:
             cached = None
             if record is not None:
                 cached = (float(record["threshold"]), str(record.get("source", "calibrate")))
+            elif (shipped := self._shipped_threshold(prompt_version)) is not None:
+                cached = (shipped, "registry")
             self._thresholds[prompt_version] = cached
         return cached
+
+    def _shipped_threshold(self, prompt_version: str) -> float | None:
+        entry = getattr(self.model, "entry", None)
+        if entry is None or entry.name != self.name:  # an extra adapter: another judge
+            return None
+        value = (entry.recommended.get("thresholds") or {}).get(prompt_version)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return float(value) if 0.0 <= value <= 1.0 else None
 
     # -- grammars -------------------------------------------------------------------------
 

@@ -58,6 +58,36 @@ def test_stored_threshold_decides_the_scorers_verdicts(tmp_home):
     assert load_calibration("fake-judge", "toxicity/0") is None  # another prompt version
 
 
+def test_registry_threshold_decides_unless_a_calibration_is_stored(tmp_home, tmp_path):
+    """A threshold shipped in the judge's registry entry (`recommended.thresholds`, fitted
+    on sources held out from its training) decides its verdicts; the user's own calibration
+    takes precedence, and a judge with another adapter (another name) uses neither."""
+    from localjudge import create_toxicity_scorer
+    from localjudge.registry import ModelEntry, ResolvedModel
+
+    def entry(name: str, value) -> ResolvedModel:
+        shipped = {"thresholds": {TOXICITY_PROMPT_VERSION: value}}
+        return ResolvedModel(tmp_path / "m.gguf", ModelEntry(name=name, recommended=shipped))
+
+    def verdict(model: ResolvedModel) -> tuple[str, dict | None]:
+        with FakeJudge() as judge:
+            judge.model = model
+            result = create_toxicity_scorer(judge, reason="template").run(
+                {"input": "Hi", "output": "You are an idiot."}  # fake P(yes) 0.9999
+            )
+        return result.analyze_step_result["verdicts"][0]["verdict"], result.to_dict().get(
+            "threshold"
+        )
+
+    assert verdict(entry("fake-judge", 1.0)) == ("no", {"value": 1.0, "source": "registry"})
+    assert verdict(entry("fake-judge", 0.3)) == ("yes", {"value": 0.3, "source": "registry"})
+    assert verdict(entry("fake-judge", "high")) == ("yes", None)  # malformed: ignored
+    assert verdict(entry("fake-judge", 1.5)) == ("yes", None)
+    assert verdict(entry("another-judge", 1.0)) == ("yes", None)
+    save_calibration("fake-judge", TOXICITY_PROMPT_VERSION, {"threshold": 0.2, "source": "mine"})
+    assert verdict(entry("fake-judge", 1.0)) == ("yes", {"value": 0.2, "source": "mine"})
+
+
 def test_calibrate_command_stores_and_quality_uses_it(tmp_path, tmp_home, monkeypatch):
     monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
     rows = [
