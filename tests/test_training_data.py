@@ -107,3 +107,65 @@ def test_examples_end_at_the_verdict_choice_of_the_real_grammar(make_data, real_
         request.prompt
     )
     assert encoded["label"] == "yes" and encoded["yes"] and encoded["no"]
+
+
+def test_contrast_cases_are_labelled_by_who_is_attacked_and_whether_hate_is_endorsed(make_data):
+    examples = make_data.contrast(400, random.Random(5))
+    kinds = {e.source.split("/")[1]: e.label for e in examples}
+    assert kinds == {
+        "counter": "no", "negated": "no", "identity-positive": "no", "profanity": "no",
+        "endorse": "yes", "hate": "yes", "profanity-at": "yes",
+    }  # fmt: skip
+    quoted = [e.text for e in examples if e.source == "contrast/counter" and '"' in e.text]
+    assert quoted and all(  # the quoted hate is written here, never a source's row
+        any(g.lower() in q.lower() for g in make_data._GROUPS) for q in quoted
+    )
+
+
+def test_joined_claims_are_supported_only_when_both_halves_are_copied(make_data):
+    passages = [
+        "The bridge opened in 1937.", "Two dogs run across the park.",
+        "The museum in Paris is open on Sundays.", "A man sells 40 apples at the market.",
+    ] * 5  # fmt: skip
+    examples = make_data.joined(passages, random.Random(2))
+    assert {e.source for e in examples} == {"synthetic/joined", "synthetic/joined-swap"}
+    for example in examples:
+        halves = example.text.replace("; ", "|").replace(", and ", "|").replace(", while ", "|")
+        first, second = halves.split("|")
+        context = example.context[0].lower()
+        assert first.lower() in context
+        assert (second.lower().rstrip(".") in context) == (example.label == "no")
+
+
+def test_wice_claims_are_judged_against_the_window_that_holds_their_support(make_data, tmp_path):
+    sentences = [f"Sentence {i} says fact {i} about the town." for i in range(40)]
+    records = [
+        {"label": "supported", "claim": "Fact 31 holds.", "supporting_sentences": [[31]],
+         "evidence": sentences},
+        {"label": "partially_supported", "claim": "Fact 5 and more.",
+         "supporting_sentences": [[5]], "evidence": sentences},
+        {"label": "not_supported", "claim": "Sentence 12 fact 12 town.",
+         "supporting_sentences": [], "evidence": sentences},
+        {"label": "supported", "claim": "Facts 1 and 39.", "supporting_sentences": [[1, 39]],
+         "evidence": sentences},  # support in no one window: left out
+    ]  # fmt: skip
+    path = tmp_path / "dev.jsonl"
+    path.write_text("\n".join(__import__("json").dumps(r) for r in records) + "\n")
+    words = lambda text: len(text.split())  # noqa: E731
+    examples = make_data.wice(path, words, random.Random(1))
+    assert [(e.source, e.label) for e in examples] == [
+        ("wice/supported", "no"), ("wice/partially_supported", "yes"),
+        ("wice/not_supported", "yes"),
+    ]  # fmt: skip
+    supported, partial, unsupported = examples
+    assert "Sentence 31 says" in supported.context[0] and "Sentence 5 says" in partial.context[0]
+    assert "Sentence 12 says" in unsupported.context[0]  # the window BM25 ranks first
+    for example in examples:
+        assert words(example.context[0]) <= make_data.WINDOW_TOKENS
+        assert example.document == " ".join(sentences)  # held-out rows get the whole page
+
+
+def test_only_known_sources_can_be_held_out(make_data):
+    assert make_data.held_out_sources("davidson,wice") == ["davidson", "wice"]
+    with pytest.raises(Exception, match="unknown source 'hatecheck'"):
+        make_data.held_out_sources("davidson,hatecheck")

@@ -23,15 +23,25 @@ TASKS = ("toxicity", "hallucination")
 SHIP_MARGIN = {"toxicity": 0.05, "hallucination": 0.0}  # over the best trivial baseline
 
 
-def sets(data: Path) -> list[tuple[str, str, list]]:
-    """(task, set name, rows): our held-out split, then the built-in dev sets."""
+WINDOW_TOKENS = 96  # the evidence windows the tuned judge ships with (registry)
+
+
+def sets(data: Path, dev: bool = True) -> list[tuple[str, str, list]]:
+    """(task, set name, rows): whole sources held out from training (when the data was
+    made with --hold-out), our held-out split of the trained sources, the built-in dev
+    sets."""
     out = []
     for task in TASKS:
-        rows, bad = read_rows(data / f"heldout_{task}.jsonl", task)
-        if bad:
-            raise SystemExit(f"evaluate: {len(bad)} unreadable held-out rows, first: {bad[0]}")
-        out.append((task, "held-out", rows))
-        out.append((task, "dev set", devset_rows(task)))
+        for name, file in (("held-out sources", "held-out-sources"), ("held-out", "heldout")):
+            path = data / f"{file}_{task}.jsonl"
+            if not path.is_file() or not path.stat().st_size:
+                continue
+            rows, bad = read_rows(path, task)
+            if bad:
+                raise SystemExit(f"evaluate: {len(bad)} unreadable rows in {path}: {bad[0]}")
+            out.append((task, name, rows))
+        if dev:
+            out.append((task, "dev set", devset_rows(task)))
     return out
 
 
@@ -58,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
                     "rows": len(report.rows),
                     "errors": len(report.judge_errors),
                     "agreement": {w: vars(a) for w, a in report.agreement().items()},
+                    "groups": {g: vars(a["judge"]) for g, a in report.by_group().items()},
+                    # per row, for fitting a threshold on sources held out from training
+                    "scores": [round(x, 6) for x in report.ways[0].scores],
+                    "labels": [r.label for r in report.rows],
+                    "row_groups": [r.group for r in report.rows],
                 }
                 results["sets"].append(entry)
                 print(
@@ -91,10 +106,12 @@ def ship_decision(entries: list[dict]) -> dict:
     built-in dev sets (63 and 48 hand-written rows, whose word-list baseline was written
     with them) are checked the same way and reported beside it."""
     lines, passed = [], True
+    names = {e["set"] for e in entries}
+    deciding_set = "held-out sources" if "held-out sources" in names else "held-out"
     for entry in entries:
         if entry["way"] != "tuned":
             continue
-        deciding = entry["set"] == "held-out"
+        deciding = entry["set"] == deciding_set
         agreement = entry["agreement"]
         judge = agreement["judge"]["balanced_accuracy"]
         baseline_name, baseline = max(

@@ -43,6 +43,7 @@ FILES = {
     "esnli_labels": ("OanaMariaCamburu+e-SNLI", "dataset/eSNLI/labels.dev"),
     "begin_wow": ("google+BEGIN-dataset", "wow/begin_dev_wow.tsv"),
     "begin_cmu": ("google+BEGIN-dataset", "cmu-dog/begin_dev_cmu.tsv"),
+    "wice_dev": ("ryokamoi+wice", "data/entailment_retrieval/claim/dev.jsonl"),
 }
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
@@ -65,6 +66,7 @@ class Example:
     text: str  # the claim or the statement
     context: tuple[str, ...] = ()  # hallucination only
     input: str = ""  # toxicity only: the user's message
+    document: str = ""  # the whole text the window was cut from, for held-out rows
 
     def key(self) -> str:
         return hashlib.sha256(self.text.strip().lower().encode()).hexdigest()
@@ -196,6 +198,77 @@ def begin(path: Path, name: str) -> list[Example]:
     return out
 
 
+WINDOW_TOKENS = 96  # the registry's recommended.window_tokens: train on the windows used
+
+
+def wice(path: Path, count_tokens, rng: random.Random) -> list[Example]:
+    """WiCE (dev split; its test split is an evaluation set): claims from Wikipedia against
+    the web page they cite (~2,000 tokens), cut into the evidence windows the scorer uses.
+    A supported claim is judged against a window that holds one of its annotated supporting
+    sentence sets ("no"); a partially supported claim against such a window ("yes": part of
+    it is not stated); an unsupported one against the window BM25 ranks first for it, as the
+    scorer would pick ("yes")."""
+    from localjudge.scorers.evidence import BM25, split_windows
+
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        sentences = [s.strip() for s in record["evidence"]]
+        text, spans = "", []
+        for sentence in sentences:
+            start = len(text) + (1 if text else 0)
+            text = f"{text} {sentence}" if text else sentence
+            spans.append((start, len(text)))
+        windows = split_windows(text, count_tokens, WINDOW_TOKENS)
+        label, claim = record["label"], record["claim"].strip()
+        window = None
+        if label == "not_supported":
+            scores = BM25([w.text for w in windows]).scores(claim)
+            window = windows[max(range(len(windows)), key=lambda i: (scores[i], -i))]
+        else:
+            sets = [s for s in record["supporting_sentences"] if s]
+            rng.shuffle(sets)
+            for wanted in sets:
+                inside = [
+                    w for w in windows
+                    if all(w.start <= spans[i][0] and spans[i][1] <= w.end for i in wanted)
+                ]  # fmt: skip
+                if inside:
+                    window = inside[0]
+                    break
+        if window is None or len(claim) > 400:
+            continue  # the support spans more than one window
+        verdict = "no" if label == "supported" else "yes"
+        out.append(Example("hallucination", f"wice/{label}", verdict, claim, (window.text,),
+                           document=text))  # fmt: skip
+    return out
+
+
+def joined(passages: list[str], rng: random.Random) -> list[Example]:
+    """Two context sentences joined into one claim: supported when both are copied (the
+    judge called such joins hallucinated), not when one of them is swapped. The context
+    holds the two sentences, in either order, as one text."""
+    names = sorted({w for p in passages for w in re.findall(r"\b[A-Z][a-z]{3,}\b", p)} - _COMMON)
+    sentences = [p for p in passages if 20 <= len(p) <= 160 and p[:1].isupper()]
+    out = []
+    for _ in range(len(sentences) // 2):
+        first, second = rng.sample(sentences, 2)
+        context = f"{first} {second}" if rng.random() < 0.5 else f"{second} {first}"
+        word = second.split()[0]
+        tail = second[:1].lower() + second[1:] if word in _STARTERS else second
+        glue = rng.choice((", and ", "; ", ", while "))
+        head = first.rstrip(".!?")
+        if rng.random() < 0.5:
+            claim = head + glue + tail
+            out.append(Example("hallucination", "synthetic/joined", "no", claim, (context,)))
+            continue
+        change = swapped(tail, rng, names)
+        if change is not None:
+            claim = head + glue + change[1]
+            out.append(Example("hallucination", "synthetic/joined-swap", "yes", claim, (context,)))
+    return out
+
+
 _NUMBER = re.compile(r"\b\d[\d,]*\b")
 _BE = re.compile(r"\b(is|are|was|were|has|have|can|will)\b")
 
@@ -226,6 +299,10 @@ def swapped(sentence: str, rng: random.Random, names: list[str]) -> tuple[str, s
     return None
 
 
+_STARTERS = {  # sentence openers that are not names: lower-cased inside a joined claim
+    "A", "An", "The", "Two", "Three", "Four", "One", "Some", "Several", "Many", "Men", "Women",
+    "People", "Children", "Kids", "This", "That", "There", "It", "He", "She", "They", "We",
+}  # fmt: skip
 _COMMON = {"The", "This", "That", "These", "They", "There", "His", "Her", "Its", "She", "And"}
 
 
@@ -397,6 +474,93 @@ def assistant_replies(count: int, rng: random.Random) -> list[Example]:
     return out
 
 
+# Hard cases for the toxicity rubric, by template, for training only: the judge flagged
+# counter-speech that quotes or names hate, negated hate, positive statements about an
+# identity and profanity aimed at no one. Each kind has a toxic counterpart, so that what is
+# learnt is the contrast (who is attacked, and whether the hate is endorsed or rejected), not
+# a word. Our own sentences, the quoted hate included.
+_GROUPS = (
+    "women", "Muslims", "Black people", "gay people", "trans people", "immigrants",
+    "Jewish people", "disabled people", "Mexicans", "Asian people", "refugees",
+    "Native Americans", "old people", "Christians", "bisexual people", "Latinos",
+)  # fmt: skip
+_SMEARS = (
+    "disgusting", "a plague on this country", "less than human", "vermin", "born criminals",
+    "too stupid to vote", "a danger to our children", "parasites", "worthless",
+)  # fmt: skip
+_COUNTER = (
+    'Someone at work said "{h}" and I told him that is plain bigotry.',
+    'Posts like "{h}" are hateful, and I report every one I see.',
+    'I keep reading "{h}" online. It is false and it hurts real people.',
+    'My grandfather used to say "{h}". I am ashamed of that now.',
+    'Saying "{h}" is not an opinion, it is prejudice.',
+    'If you think "{h}", please talk to the people you are talking about.',
+    "It is wrong to call {g} {s}, and I will keep saying so.",
+    "People who call {g} {s} should be ashamed of themselves.",
+    "The claim that {g} are {s} is a lie with a long, ugly history.",
+)  # fmt: skip
+_ENDORSE = (
+    'As my uncle always says, "{h}" and he is right.',
+    '"{h}" Finally someone had the guts to say it.',
+    "I agree with every word: {h}",
+    "Everyone knows it is true that {g} are {s}.",
+)  # fmt: skip
+_NEGATED = (
+    "I don't hate {g}.", "{G} are not {s}.", "I would never say that {g} are {s}.",
+    "No one should think {g} are {s}.", "I have never believed {g} are {s}.",
+    "There is nothing wrong with {g}.",
+)  # fmt: skip
+_HATE = (
+    "I hate {g}.", "{G} are {s}.", "{G} are {s}, and everyone knows it.",
+    "We would be better off without {g}.", "Never trust {g}, they are {s}.",
+)  # fmt: skip
+_POSITIVE = (
+    "I am proud to be one of the {g} in my town.", "{G} make this city a better place.",
+    "Some of my best colleagues are {g}.", "We welcome {g} here, always.",
+    "{G} deserve the same respect as anyone else.", "As one of the {g} here, I feel at home.",
+)  # fmt: skip
+_PROFANE = (
+    "Fuck, I missed the bus again.", "Holy shit, this cake is amazing.",
+    "What the hell happened to my code?", "Damn, that was a close game.",
+    "This shitty weather is ruining my weekend.", "Fucking finally, the build passed!",
+    "Oh crap, I forgot my keys at home.", "Hell yeah, we won the final!",
+    "That concert was so damn good.", "Shit, the printer jammed again.",
+)  # fmt: skip
+_PROFANE_AT = (
+    "Fuck you, you {n}.", "Shut the hell up, you worthless {n}.",
+    "You are a piece of shit and everyone knows it.", "Go to hell, you pathetic {n}.",
+)  # fmt: skip
+
+
+def contrast(count: int, rng: random.Random) -> list[Example]:
+    """Counter-speech, negation, identity-positive and untargeted profanity ("no") beside
+    endorsed hate, plain hate and profanity aimed at a person ("yes"), English."""
+    kinds = (
+        ("counter", "no", _COUNTER), ("endorse", "yes", _ENDORSE),
+        ("negated", "no", _NEGATED), ("hate", "yes", _HATE),
+        ("identity-positive", "no", _POSITIVE),
+        ("profanity", "no", _PROFANE), ("profanity-at", "yes", _PROFANE_AT),
+    )  # fmt: skip
+    quotes = [  # hate written here, so that no source held out leaks into training
+        t.format(g=g, G=g[:1].upper() + g[1:], s=m).rstrip(".")
+        for t in _HATE for g in _GROUPS for m in _SMEARS
+    ]  # fmt: skip
+    out, seen = [], set()
+    for _ in range(count * 20):
+        if len(out) >= count:
+            break
+        kind, label, templates = rng.choice(kinds)
+        group = rng.choice(_GROUPS)
+        text = rng.choice(templates).format(
+            h=rng.choice(quotes), g=group, G=group[:1].upper() + group[1:],
+            s=rng.choice(_SMEARS), n=rng.choice(_TOX_EN_SLOTS["n"]),
+        )  # fmt: skip
+        if text not in seen:
+            seen.add(text)
+            out.append(Example("toxicity", f"contrast/{kind}", label, text))
+    return out
+
+
 # -- selection, split, tokens ---------------------------------------------------------------
 
 
@@ -423,20 +587,31 @@ PILOT = {
         "toxigen/hate": 110, "toxigen/neutral": 90,
         "davidson/hate": 50, "davidson/offensive": 50, "davidson/neither": 150,
         "synthetic-tox": 120,  # training only: see assistant_replies
+        "contrast/": 160,  # training only: see contrast
     },
     "hallucination": {
         "snli/entailment": 90, "snli/contradiction": 50, "snli/neutral": 40,
         "begin/": 150,
+        "wice/supported": 20, "wice/partially_supported": 20, "wice/not_supported": 8,
         "synthetic/copy": 45, "synthetic/negation": 45, "synthetic/entity": 20,
+        "synthetic/joined": 30, "synthetic/joined-swap": 30,
         "synthetic-ja/": 60,
     },
 }  # fmt: skip
 
+# Sources (by prefix) that are ours, by template: trained on, never held out or measured.
+TRAIN_ONLY = {"synthetic-tox", "contrast/"}
+# Rows per source when a whole source is held out (`--hold-out`): every row of it is unseen.
+HELD_OUT_SOURCE = {
+    "davidson": {"davidson/hate": 60, "davidson/offensive": 60, "davidson/neither": 120},
+    "toxigen": {"toxigen/hate": 120, "toxigen/neutral": 120},
+    "snli": {"snli/entailment": 90, "snli/contradiction": 45, "snli/neutral": 45},
+    "begin": {"begin/": 200},
+    "wice": {"wice/supported": 40, "wice/partially_supported": 30, "wice/not_supported": 20},
+}  # fmt: skip
 
-TRAIN_ONLY = {"synthetic-tox"}
 
-
-def collect(sources: Path) -> dict[str, list[Example]]:
+def collect(sources: Path, count_tokens) -> dict[str, list[Example]]:
     hashes = recorded_hashes()
     path = lambda name: source_path(sources, name, hashes)  # noqa: E731
     rng = random.Random(SEED)
@@ -447,18 +622,23 @@ def collect(sources: Path) -> dict[str, list[Example]]:
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
-        + assistant_replies(900, rng),
+        + assistant_replies(900, rng)
+        + contrast(1200, rng),
         "hallucination": snli_rows
         + begin_rows
+        + wice(path("wice_dev"), count_tokens, rng)
         + english_synthetic(passages[:3000], rng)
+        + joined(passages, rng)
         + japanese_synthetic(1200, rng),
     }
 
 
-def quality_row(example: Example) -> dict:
+def quality_row(example: Example, whole: bool = False) -> dict:
+    """A row in `localjudge quality --data` format; `whole`: against the whole document a
+    window was cut from, as a user's context would come (the judge picks the windows)."""
     if example.task == "hallucination":
         return {
-            "context": list(example.context),
+            "context": [example.document] if whole and example.document else list(example.context),
             "claim": example.text,
             "label": example.label == "yes",
             "group": example.source,
@@ -517,6 +697,22 @@ class Tokens:
         }
 
 
+def held_out_sources(value: str) -> list[str]:
+    names = [n for n in value.split(",") if n]
+    for name in names:
+        if name not in HELD_OUT_SOURCE:
+            raise argparse.ArgumentTypeError(
+                f"unknown source {name!r}: one of {', '.join(HELD_OUT_SOURCE)}"
+            )
+    return names
+
+
+def write_rows(path: Path, examples: list[Example], whole: bool = False) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for example in examples:
+            f.write(json.dumps(quality_row(example, whole), ensure_ascii=False) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sources", type=Path, required=True)
@@ -525,33 +721,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale", type=float, default=2.5, help="training examples: PILOT counts times this"
     )
+    parser.add_argument(
+        "--hold-out",
+        type=held_out_sources,
+        default=[],
+        help="whole sources never trained on (comma-separated: "
+        + ", ".join(HELD_OUT_SOURCE)
+        + "); their rows go to held-out-sources_{task}.jsonl",
+    )
     args = parser.parse_args(argv)
-    try:
-        pools = collect(args.sources)
-    except SourceError as exc:
-        print(f"make_data: {exc}", file=sys.stderr)
-        return 2
 
     from localjudge.judge import Judge
 
     args.out.mkdir(parents=True, exist_ok=True)
-    with Judge.load(slots=1) as judge:
+    with Judge.load("gemma-3-270m", slots=1) as judge:
+        try:
+            pools = collect(args.sources, lambda text: len(judge.tokenize(text)))
+        except SourceError as exc:
+            print(f"make_data: {exc}", file=sys.stderr)
+            return 2
         tokens = Tokens(judge)
+        unseen = tuple(f"{name}/" for name in args.hold_out)
+        rng = random.Random(SEED + 3)
+        for task in PILOT:
+            picked = []
+            for name in args.hold_out:
+                counts = HELD_OUT_SOURCE[name]
+                if any(prefix.startswith(f"{name}/") for prefix in PILOT[task]):
+                    picked.extend(take(pools[task], counts, rng))
+            write_rows(args.out / f"held-out-sources_{task}.jsonl", picked, whole=True)
+            if picked:
+                print(f"held-out sources, {task}: {len(picked)} rows")
         for split in ("train", "heldout"):
             rng = random.Random(SEED + (1 if split == "train" else 2))
             share = args.heldout_share
             chosen: list[Example] = []
             for task, counts in PILOT.items():
                 pool = [e for e in pools[task] if heldout(e, share) == (split == "heldout")]
+                counts = {k: v for k, v in counts.items() if not k.startswith(unseen)}
                 if split == "heldout":  # the same rows whatever --scale: public data only
                     wanted = {k: round(v / 2) for k, v in counts.items() if k not in TRAIN_ONLY}
                 else:
                     wanted = {k: round(v * args.scale) for k, v in counts.items()}
                 picked = take(pool, wanted, rng)
                 chosen.extend(picked)
-                with (args.out / f"{split}_{task}.jsonl").open("w", encoding="utf-8") as f:
-                    for example in picked:
-                        f.write(json.dumps(quality_row(example), ensure_ascii=False) + "\n")
+                write_rows(args.out / f"{split}_{task}.jsonl", picked)
             rng.shuffle(chosen)
             with (args.out / f"{split}.tokens.jsonl").open("w", encoding="utf-8") as f:
                 for example in chosen:
