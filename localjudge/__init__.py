@@ -25,6 +25,7 @@ from localjudge.scorers import (
     create_toxicity_scorer,
     extract_tool_results,
 )
+from localjudge.scorers.registry import make_scorer, register_scorer
 
 __version__ = "0.2.0"
 
@@ -57,6 +58,8 @@ __all__ = [
     "create_hallucination_scorer",
     "create_toxicity_scorer",
     "extract_tool_results",
+    "make_scorer",
+    "register_scorer",
     "run_evals",
     "run_evals_async",
 ]

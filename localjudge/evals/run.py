@@ -15,6 +15,7 @@ from localjudge.scorers.base import Scorer
 from localjudge.scorers.result import ScorerResult
 from localjudge.scorers.run import ScorerRun, record_fields
 from localjudge.scorers.steps import run_coroutine
+from localjudge.scorers.threshold import Threshold, threshold_results
 
 ITEM_FIELDS = ("input", "output", "context", "ground_truth", "request_context", "id", "metadata")
 ITEM_ERROR = "item"  # the key of an item's own error (malformed, or no output to score)
@@ -90,7 +91,8 @@ class ItemResult:
 
 @dataclass
 class EvalResult:
-    """`scores`: unrounded mean per scorer id over the items it scored; `summary`: counts."""
+    """`scores`: unrounded mean per scorer id over the items it scored; `summary`: counts,
+    and for scorers made with a `threshold`, `thresholdResults` and a `verdict`."""
 
     scores: dict[str, float]
     summary: dict[str, Any]
@@ -120,10 +122,85 @@ class EvalResult:
             self.to_dict(store_text=store_text), ensure_ascii=False, default=str, **kwargs
         )
 
+    def to_rows(self, per: str = "scorer", *, store_text: bool = True) -> list[dict[str, Any]]:
+        """Flat rows, as Ragas users tabulate them. `per="scorer"`: one row per item and
+        scorer (`index`, `id`, `scorer`, `score`, `passed`, `reason`, `error`, `errorKind`);
+        an item that failed before scoring gives one row with its error. `per="verdict"`:
+        one row per verdict of every scored item (`index`, `id`, `scorer`, `verdict`,
+        `statement`, `confidence`, `reason`, and for a claim judged against evidence
+        `pYes`, `evidenceStart`, `evidenceEnd`). `store_text=False` leaves out the
+        statements, as `to_dict` does."""
+        if per not in ("scorer", "verdict"):
+            raise ValueError(f'per must be "scorer" or "verdict", not {per!r}')
+        rows: list[dict[str, Any]] = []
+        for item in self.items:
+            base = {"index": item.index, "id": item.item.id}
+            results = {k: r.to_dict(store_text=store_text) for k, r in item.scorer_results.items()}
+            if per == "verdict":
+                for scorer_id, result in results.items():
+                    for verdict in result["analyzeStepResult"].get("verdicts", []):
+                        rows.append({**base, "scorer": scorer_id, **_verdict_row(verdict)})
+                continue
+            for scorer_id, result in results.items():
+                rows.append(
+                    {
+                        **base,
+                        "scorer": scorer_id,
+                        "score": result["score"],
+                        "passed": result.get("passed"),
+                        "reason": result["reason"],
+                        "error": None,
+                        "errorKind": None,
+                    }
+                )
+            for key, message in item.errors.items():
+                rows.append(
+                    {
+                        **base,
+                        "scorer": key,
+                        "score": None,
+                        "passed": None,
+                        "reason": None,
+                        "error": message,
+                        "errorKind": item.error_kinds.get(key),
+                    }
+                )
+        return rows
+
+    def to_pandas(self, per: str = "scorer", *, store_text: bool = True):
+        """`to_rows` as a pandas DataFrame (pandas is optional: `pip install
+        'localjudge[pandas]'`)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError(
+                "EvalResult.to_pandas needs pandas: pip install 'localjudge[pandas]'"
+            ) from None
+        return pandas.DataFrame(self.to_rows(per, store_text=store_text))
+
+
+def _verdict_row(verdict: dict[str, Any]) -> dict[str, Any]:
+    evidence = verdict.get("evidence") or {}
+    row = {"verdict": verdict.get("verdict")}
+    if "statement" in verdict:  # not when the texts are left out
+        row["statement"] = verdict["statement"]
+    row.update(confidence=verdict.get("confidence"), reason=verdict.get("reason"))
+    if evidence:
+        row.update(
+            pYes=evidence.get("pYes"),
+            evidenceStart=evidence.get("start"),
+            evidenceEnd=evidence.get("end"),
+        )
+    return row
+
 
 def summarize(
-    items: Sequence[ItemResult], scorer_ids: Iterable[str]
+    items: Sequence[ItemResult],
+    scorer_ids: Iterable[str],
+    thresholds: dict[str, Threshold] | None = None,
 ) -> tuple[dict[str, float], dict[str, Any]]:
+    """Mean score per scorer and the counts; with `thresholds` (scorer id -> threshold),
+    Mastra's `thresholdResults` on the means and a `verdict`, "passed" or "failed"."""
     scorer_ids = list(scorer_ids)
     scores: dict[str, float] = {}
     failures = {scorer_id: 0 for scorer_id in scorer_ids}
@@ -139,6 +216,11 @@ def summarize(
         "target_failures": sum(1 for r in items if "target" in r.errors),
         "failures": failures,
     }
+    if thresholds:
+        results = threshold_results(scores, thresholds)
+        summary["thresholdResults"] = results
+        if results:
+            summary["verdict"] = "passed" if all(r["passed"] for r in results) else "failed"
     return scores, summary
 
 
@@ -298,7 +380,8 @@ async def run_evals_async(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-    scores, summary = summarize(results, ids)
+    thresholds = {s.id: s.threshold for s in scorers if getattr(s, "threshold", None) is not None}
+    scores, summary = summarize(results, ids, thresholds)
     return EvalResult(scores=scores, summary=summary, items=results)
 
 

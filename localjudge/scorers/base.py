@@ -13,6 +13,7 @@ from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_option
 from localjudge.scorers.shared import shared_judge
 from localjudge.scorers.steps import Step, generate_all, run_coroutine
+from localjudge.scorers.threshold import Threshold, check_threshold, passes
 
 REASON_MODES = ("judge", "template")
 # which verdicts get the judge's own reason: every one, only flagged ones (hallucinated
@@ -38,6 +39,7 @@ class Scorer:
         reason_max_tokens: int = 128,
         claim_reasons: str | None = None,
         id: str | None = None,
+        threshold: Threshold | None = None,
     ) -> None:
         if reason is not None:
             check_option("reason mode", reason, REASON_MODES)
@@ -54,6 +56,8 @@ class Scorer:
         self.verdict_max_tokens = verdict_max_tokens
         self.reason_max_tokens = reason_max_tokens
         self._claim_reasons = claim_reasons
+        # the highest score that passes (or {"min", "max"}): each result says `passed`
+        self.threshold = check_threshold(threshold, self.id)
 
     @property
     def judge(self) -> Judge:
@@ -161,6 +165,8 @@ class Scorer:
                 **fields.get("details", {}),
                 "threshold": {"value": threshold[0], "source": threshold[1]},
             }
+        if self.threshold is not None:
+            fields["passed"] = passes(fields["score"], self.threshold)
         return ScorerResult(
             run_id=run.run_id,
             scorer_id=self.id,

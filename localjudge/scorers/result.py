@@ -63,6 +63,7 @@ class ScorerResult:
     reasons_meaningful: bool = True
     prompt_version: str = ""
     details: dict[str, Any] = field(default_factory=dict)  # scorer-specific settings used
+    passed: bool | None = None  # against the scorer's `threshold`; None: it has none
 
     def to_dict(self, *, store_text: bool = True) -> dict[str, Any]:
         """Mastra's camelCase shape, so tools built for Mastra's results read it.
@@ -98,6 +99,8 @@ class ScorerResult:
             "promptVersion": self.prompt_version,
             **self.details,
         }
+        if self.passed is not None:
+            data["passed"] = self.passed
         if self.preprocess_prompt is None:  # Mastra omits the key where no prompt ran
             del data["preprocessPrompt"]
         if self.preprocess_step_result is None:
