@@ -347,3 +347,28 @@ def test_both_scorers_judge_the_last_assistant_message_as_mastra_does(tmp_home):
     assert statements == ["Only an idiot would ask that.", "It is due Thursday."]
     assert toxicity.score > 0
     assert hallucination.preprocess_step_result["claims"] == statements
+
+
+MASTRA_EVALS = Path(__file__).resolve().parents[1] / ".localjudge" / "interop" / "node_modules" / "@mastra" / "evals"
+
+
+def test_scale_zero_means_one_as_in_mastra_evals_1_10_2(tmp_home):
+    """@mastra/evals 1.10.2 multiplies by `options?.scale || 1`, so a scale of 0 scores as 1
+    (its main branch has moved on; we follow the pinned release). Pinned against the
+    installed package's own source when `make interop-deps` has installed it."""
+    from localjudge import create_hallucination_scorer, create_toxicity_scorer
+
+    run = {"input": "Hi", "output": "You are an idiot. The tower is red."}
+    with FakeJudge() as judge:
+        for create, options in (
+            (create_toxicity_scorer, {}),
+            (create_hallucination_scorer, {"context": ["The tower is blue."]}),
+        ):
+            zero = create(judge, scale=0, reason="template", **options).run(run)
+            one = create(judge, scale=1, reason="template", **options).run(run)
+            assert zero.score == one.score > 0
+    package = MASTRA_EVALS / "package.json"
+    if package.is_file():  # the interop test's packages (tests/interop/package-lock.json)
+        assert json.loads(package.read_text())["version"] == "1.10.2"
+        source = (MASTRA_EVALS / "dist" / "scorers" / "prebuilt" / "index.js").read_text()
+        assert source.count("(options?.scale || 1)") >= 4  # hallucination, toxicity, ...
