@@ -77,3 +77,15 @@ def test_the_registry_functions_the_readme_cites_are_public():
     with FakeJudge() as judge:
         scorer = localjudge.make_scorer("toxicity", judge, threshold=0.2, unknown_option=1)
     assert scorer.threshold == 0.2
+
+
+def test_run_evals_shows_progress_in_a_terminal_only(capsys, monkeypatch):
+    with FakeJudge() as judge:
+        scorer = create_toxicity_scorer(judge, reason="template")
+        run_evals([CIVIL, RUDE], [scorer])  # stderr is captured here: not a terminal
+        assert "scoring" not in capsys.readouterr().err
+        monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+        run_evals([CIVIL, RUDE], [scorer])
+        assert "2/2" in capsys.readouterr().err
+        run_evals([CIVIL, RUDE], [scorer], progress=False)
+        assert "scoring" not in capsys.readouterr().err

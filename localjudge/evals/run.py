@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localjudge.errors import LocalJudgeError, ScorerInputError, error_kind
+from localjudge.evals.progress import item_progress, wanted
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.result import ScorerResult
 from localjudge.scorers.run import ScorerRun, record_fields
@@ -286,6 +287,7 @@ async def run_evals_async(
     scoring_concurrency: int | None = None,
     raise_on_error: bool = False,
     on_item_result: Callable[[ItemResult], Any] | None = None,
+    progress: bool | None = None,
 ) -> EvalResult:
     """The async form of `run_evals`; `on_item_result(item_result)` also sees the errors."""
     if not scorers:
@@ -348,6 +350,7 @@ async def run_evals_async(
                 result.scorer_results[scorer.id] = outcome
 
     async def complete(result: ItemResult) -> None:
+        advance()
         try:
             if on_item_result is not None:
                 await _maybe_await(on_item_result(result))
@@ -372,14 +375,15 @@ async def run_evals_async(
                 raise
             result.fail("callback", error)
 
-    tasks = [asyncio.ensure_future(one(r)) for r in results]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    with item_progress(len(results), wanted(progress)) as advance:
+        tasks = [asyncio.ensure_future(one(r)) for r in results]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
     thresholds = {s.id: s.threshold for s in scorers if getattr(s, "threshold", None) is not None}
     scores, summary = summarize(results, ids, thresholds)
     return EvalResult(scores=scores, summary=summary, items=results)
@@ -394,6 +398,7 @@ def run_evals(
     concurrency: int = 1,
     scoring_concurrency: int | None = None,
     raise_on_error: bool = False,
+    progress: bool | None = None,
 ) -> EvalResult:
     """Run every scorer on every item; return mean scores and a summary.
 
@@ -409,6 +414,7 @@ def run_evals(
     finishes. A failing or malformed item is recorded with its error; `raise_on_error=True`
     aborts on the first error instead (Mastra's behaviour). Works inside a running event
     loop too (Jupyter), in a helper thread; there `await run_evals_async(...)` is better.
+    `progress`: a progress bar on stderr (default: only when stderr is a terminal).
     """
     return run_coroutine(
         run_evals_async(
@@ -419,5 +425,6 @@ def run_evals(
             concurrency=concurrency,
             scoring_concurrency=scoring_concurrency,
             raise_on_error=raise_on_error,
+            progress=progress,
         )
     )
