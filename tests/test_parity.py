@@ -349,7 +349,14 @@ def test_both_scorers_judge_the_last_assistant_message_as_mastra_does(tmp_home):
     assert hallucination.preprocess_step_result["claims"] == statements
 
 
-MASTRA_EVALS = Path(__file__).resolve().parents[1] / ".localjudge" / "interop" / "node_modules" / "@mastra" / "evals"
+MASTRA_EVALS = (
+    Path(__file__).resolve().parents[1]
+    / ".localjudge"
+    / "interop"
+    / "node_modules"
+    / "@mastra"
+    / "evals"
+)
 
 
 def test_scale_zero_means_one_as_in_mastra_evals_1_10_2(tmp_home):
