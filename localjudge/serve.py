@@ -14,6 +14,7 @@ import hmac
 import json
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -27,6 +28,12 @@ from localjudge.scorers.registry import SCORERS
 DEFAULT_MAX_BODY_BYTES = 8 << 20
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _FIELDS = ("context", "output", "input", "groundTruth", "requestContext")  # named in errors
+
+
+def store_text_of(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ServeError(400, "invalid_input", "storeText must be true or false", field="storeText")
+    return value
 
 
 class ServeError(Exception):
@@ -57,12 +64,110 @@ def _error_of(error: BaseException) -> ServeError:
     return ServeError(500, "internal_error", f"{type(error).__name__}: {error}")
 
 
-class ScorerPool:
-    """Scorers by (name, options), built once and shared by every request."""
+ROUTES = (
+    "/health", "/metrics", "/v1/scorers", "/v1/evals", "/v1/models",
+    "/v1/chat/completions", "/v1/completions",
+)  # fmt: skip
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 
-    def __init__(self, judge: Judge) -> None:
+
+def route_label(path: str) -> str:
+    """The route a path is counted under in /metrics: a known route, "/v1/scorers/run"
+    for any scorer's run, else "other" (a client's path never becomes a label)."""
+    if path in ROUTES:
+        return path
+    parts = path.split("/")
+    if len(parts) == 5 and parts[:3] == ["", "v1", "scorers"] and parts[4] == "run":
+        return "/v1/scorers/run"
+    return "other"
+
+
+def _host_name(value: str) -> str:
+    """The host of a Host header or an Origin's authority, without its port."""
+    value = value.strip().lower()
+    if value.startswith("["):  # [::1]:8080
+        return value[: value.find("]") + 1]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class Guard:
+    """Pure ASGI middleware in front of every route: the bearer key (constant-time), and
+    without a key the browser checks (a Host that is not a loopback name, as DNS rebinding
+    sends, and a cross-site Origin get 403), and a declared body over the limit (413). It
+    passes `receive` through untouched, so handlers see the client's disconnect (Starlette's
+    BaseHTTPMiddleware would hide it, and abandoned requests would run on)."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        api_key: str | None,
+        max_body_bytes: int,
+        counters: "Counters",
+        allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES,
+    ) -> None:
+        self.app, self.api_key, self.max_body_bytes = app, api_key, max_body_bytes
+        self.counters, self.allowed_hosts = counters, allowed_hosts
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        error = self.refusal(scope)
+        if error is None:
+            await self.app(scope, receive, send)
+            return
+        self.counters.count(route_label(scope.get("path", "")), error.status)
+        body = json.dumps(error.body()).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": error.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def refusal(self, scope: dict) -> "ServeError | None":
+        headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
+        path = scope.get("path", "")
+        if self.api_key is not None:
+            given = headers.get("authorization", b"")
+            if path != "/health" and not hmac.compare_digest(
+                given, f"Bearer {self.api_key}".encode()
+            ):
+                return ServeError(401, "unauthorized", "missing or wrong bearer key")
+        else:
+            host = _host_name(headers.get("host", b"").decode("latin-1"))
+            if host and host not in self.allowed_hosts:
+                return ServeError(
+                    403, "forbidden_host", "a keyless server answers loopback host names only"
+                )
+            origin = headers.get("origin", b"").decode("latin-1")
+            if origin and origin != "null":
+                authority = origin.split("://", 1)[-1]
+                if _host_name(authority) not in self.allowed_hosts:
+                    return ServeError(
+                        403, "forbidden_origin", "a keyless server refuses cross-site requests"
+                    )
+            elif origin == "null":
+                return ServeError(
+                    403, "forbidden_origin", "a keyless server refuses cross-site requests"
+                )
+        length = headers.get("content-length", b"").decode("latin-1")
+        if length.isdigit() and int(length) > self.max_body_bytes:
+            return ServeError(413, "too_large", f"request body over {self.max_body_bytes} bytes")
+        return None
+
+
+MAX_POOLED_SCORERS = 64  # distinct option sets kept built; the least recently used go first
+MAX_POOLED_OPTIONS_BYTES = 64 << 10  # larger options (a long static context): not kept
+
+
+class ScorerPool:
+    """Scorers by (name, options), built once and shared by the requests that name the same
+    options, at most `MAX_POOLED_SCORERS` of them (least recently used out first); a scorer
+    whose options are larger than `MAX_POOLED_OPTIONS_BYTES` is built for its request only."""
+
+    def __init__(self, judge: Judge, capacity: int = MAX_POOLED_SCORERS) -> None:
         self.judge = judge
-        self._scorers: dict[str, Scorer] = {}
+        self.capacity = capacity
+        self._scorers: OrderedDict[str, Scorer] = OrderedDict()
 
     def get(self, name: str, options: Any) -> Scorer:
         if name not in SCORERS:
@@ -84,13 +189,21 @@ class ScorerPool:
             )
         key = name + json.dumps(options, sort_keys=True, default=str)
         scorer = self._scorers.get(key)
-        if scorer is None:
-            try:
-                scorer = make_scorer(name, self.judge, **options)
-            except (ValueError, TypeError, LocalJudgeError) as error:
-                raise ServeError(422, "invalid_options", str(error), field="options") from None
+        if scorer is not None:
+            self._scorers.move_to_end(key)
+            return scorer
+        try:
+            scorer = make_scorer(name, self.judge, **options)
+        except (ValueError, TypeError, LocalJudgeError) as error:
+            raise ServeError(422, "invalid_options", str(error), field="options") from None
+        if len(key) <= MAX_POOLED_OPTIONS_BYTES:
             self._scorers[key] = scorer
+            while len(self._scorers) > self.capacity:
+                self._scorers.popitem(last=False)
         return scorer
+
+    def __len__(self) -> int:
+        return len(self._scorers)
 
 
 class Counters:
@@ -181,25 +294,13 @@ def create_app(
             await asyncio.to_thread(judge.close)
 
     app = FastAPI(title="localjudge", version="0.2.0", lifespan=lifespan)
+    app.state.pool, app.state.counters = pool, counters
 
     def reply(route: str, error: ServeError) -> JSONResponse:
         counters.count(route, error.status)
         return JSONResponse(error.body(), status_code=error.status)
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        route = request.url.path
-        given = request.headers.get("authorization", "").encode()
-        authorized = hmac.compare_digest(given, f"Bearer {api_key}".encode())
-        if api_key is not None and route != "/health" and not authorized:
-            return reply(route, ServeError(401, "unauthorized", "missing or wrong bearer key"))
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_body_bytes:
-            return reply(
-                route,
-                ServeError(413, "too_large", f"request body over {max_body_bytes} bytes"),
-            )
-        return await call_next(request)
+    app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes, counters=counters)
 
     async def read_json(request: Request) -> dict[str, Any]:
         body = bytearray()
@@ -211,13 +312,18 @@ def create_app(
             value = json.loads(body)
         except ValueError as error:
             raise ServeError(400, "invalid_json", f"the body is not JSON: {error}") from None
+        except RecursionError:
+            raise ServeError(400, "invalid_json", "the body's JSON is nested too deeply") from None
         if not isinstance(value, dict):
             raise ServeError(400, "invalid_input", "the body must be a JSON object")
         return value
 
     async def until_disconnect(request: Request) -> None:
-        while not await request.is_disconnected():
-            await asyncio.sleep(0.25)
+        """Returns when the client goes away. Called once the body is read: the next
+        message the server sends the app is then the disconnect (no polling, so judge work
+        stops within a step of it)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
 
     async def guarded(request: Request, work: Callable[[], Awaitable[Any]]) -> Any:
         """Run `work()` within the timeout; cancel it (its requests leave the scheduler) when
@@ -272,7 +378,7 @@ def create_app(
         try:
             body = await read_json(request)
             options = body.pop("options", None)
-            store_text = body.pop("storeText", True)
+            store_text = store_text_of(body.pop("storeText", True))
             scorer = pool.get(name, options)
             if "output" not in body:
                 raise ServeError(400, "invalid_input", "the run has no 'output'", field="output")
@@ -280,7 +386,7 @@ def create_app(
         except Exception as error:
             return reply(route, _error_of(error))
         counters.count(route, 200)
-        return JSONResponse(json.loads(result.to_json(store_text=bool(store_text))))
+        return JSONResponse(json.loads(result.to_json(store_text=store_text)))
 
     @app.post("/v1/evals")
     async def evals(request: Request):
@@ -304,8 +410,12 @@ def create_app(
                 raise ServeError(
                     422, "invalid_options", "options must be an object", field="options"
                 )
+            if len(set(names)) != len(names):
+                raise ServeError(
+                    400, "invalid_input", "scorers must name each scorer once", field="scorers"
+                )
             scorers = [pool.get(n, options.get(n)) for n in names]
-            store_text = bool(body.get("storeText", True))
+            store_text = store_text_of(body.get("storeText", True))
         except Exception as error:
             return reply(route, _error_of(error))
         if counters.in_flight >= max_in_flight:

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def client_for(judge, **options) -> httpx.AsyncClient:
     app = create_app(judge, close_judge=False, **options)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 def run(coroutine):
@@ -546,3 +546,173 @@ def test_a_long_context_is_judged_in_evidence_windows_over_http(tmp_home):
     assert verdict["verdict"] == "no" and "Station 41 recorded" in verdict["evidence"]["text"]
     assert good.json()["usage"]["analyze"]["requests"] == 2
     assert bad.status_code == 422 and "windows must be" in bad.json()["error"]["message"]
+
+
+# -- issue 36: what a careless client or a hostile page must not be able to do -------------
+
+
+async def call_then_leave(app, path: str, body: dict, leave_when) -> tuple[list, asyncio.Task]:
+    """Drive the ASGI app as a server would, and send `http.disconnect` once `leave_when()`
+    is true (the client closed its connection mid-request)."""
+    messages = [{"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}]
+    gone = asyncio.Event()
+    sent: list = []
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "headers": [(b"host", b"127.0.0.1:8080"),
+                                     (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8080),
+    }  # fmt: skip
+    task = asyncio.ensure_future(app(scope, receive, send))
+    while not leave_when():
+        assert not task.done(), f"the request ended before the client left: {sent}"
+        await asyncio.sleep(0.005)
+    gone.set()
+    return sent, task
+
+
+@pytest.mark.parametrize(
+    "path,body",
+    [
+        ("/v1/scorers/toxicity/run", {"output": "", "options": {"reason": "template"}}),
+        ("/v1/completions", {"prompt": "Tell a long story.\nAnswer:\n", "max_tokens": 4000}),
+        ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4000}),
+    ],
+)  # fmt: skip
+def test_a_client_that_goes_away_cancels_its_judge_work_within_a_few_steps(tmp_home, path, body):
+    from localjudge.engine.fake import FakeEngine
+    from localjudge.judge import Judge
+
+    if "output" in body:  # 300 statements to judge
+        judge = FakeJudge(slots=2, step_seconds=0.01)
+        body = {**body, "output": " ".join(f"Sentence {i} is civil." for i in range(300))}
+    else:  # free text that would run for 4,000 tokens
+        engine = FakeEngine(lambda p: "and then " * 2000, marker="Answer:\n", step_seconds=0.01)
+        judge = Judge(engine, slots=2, max_prefixes=4, token_budget=256, name="fake-judge")
+    app = create_app(judge, close_judge=False)
+    stats = judge.scheduler.stats
+
+    async def main():
+        sent, task = await call_then_leave(app, path, body, lambda: stats.num_steps >= 20)
+        at_leave = stats.num_steps
+        await asyncio.wait_for(task, 30)
+        return sent, at_leave
+
+    sent, at_leave = run(main())
+    time.sleep(0.1)
+    assert stats.num_steps - at_leave <= 3, (at_leave, stats.num_steps)
+    assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)
+    judge.close()
+
+
+def test_a_keyless_server_refuses_foreign_hosts_and_cross_site_pages(tmp_home):
+    judge = FakeJudge()
+    run_path = "/v1/scorers/toxicity/run"
+    good = {"output": "Fine.", "options": {"reason": "template"}}
+
+    async def main():
+        async with client_for(judge) as client:
+            rebound = await client.post(run_path, json=good, headers={"host": "evil.example"})
+            assert rebound.status_code == 403
+            assert rebound.json()["error"]["type"] == "forbidden_host"
+            for origin in ("http://evil.example", "null", "http://127.0.0.1.evil.example"):
+                page = await client.post(
+                    run_path, content=json.dumps(good), headers={
+                        "origin": origin, "content-type": "text/plain"},
+                )  # fmt: skip
+                assert page.status_code == 403, origin
+                assert page.json()["error"]["type"] == "forbidden_origin"
+            own = await client.post(
+                run_path, json=good, headers={"origin": "http://localhost:8080"}
+            )
+            assert own.status_code == 200
+            assert (await client.get("/health", headers={"host": "[::1]:8080"})).status_code == 200
+        async with client_for(judge, api_key="k") as client:  # a key is the gate then
+            keyed = await client.post(
+                run_path, json=good,
+                headers={"host": "judge.internal", "authorization": "Bearer k"},
+            )  # fmt: skip
+            assert keyed.status_code == 200
+
+    run(main())
+    judge.close()
+
+
+def test_hostile_bodies_get_clear_errors_and_metrics_stay_well_formed(tmp_home):
+    judge = FakeJudge()
+    run_path = "/v1/scorers/toxicity/run"
+
+    async def main():
+        async with client_for(judge, api_key="k") as client:
+            key = {"authorization": "Bearer k"}
+            deep = "[" * 100_000 + "]" * 100_000
+            nested = await client.post(run_path, content=deep, headers=key)
+            assert nested.status_code == 400 and "nested" in nested.json()["error"]["message"]
+            for scale in (float("nan"), "abc", -1):
+                bad = await client.post(
+                    run_path,
+                    content=json.dumps({"output": "Hi.", "options": {"scale": scale}}),
+                    headers=key,
+                )
+                assert bad.status_code == 422, (scale, bad.text)
+            as_text = await client.post(
+                run_path, json={"output": "Hi.", "storeText": "false"}, headers=key
+            )
+            assert as_text.status_code == 400
+            assert as_text.json()["error"]["field"] == "storeText"
+            twice = await client.post(
+                "/v1/evals",
+                json={"scorers": ["toxicity", "toxicity"], "items": [{"output": "Hi."}]},
+                headers=key,
+            )
+            assert twice.status_code == 400 and twice.json()["error"]["field"] == "scorers"
+            for n in range(50):  # unauthenticated junk paths
+                await client.post(f'/x"{{}}%0A{n}', json={})
+            text = (await client.get("/metrics", headers=key)).text
+        labels = [
+            line for line in text.splitlines() if line.startswith("localjudge_requests_total{")
+        ]
+        assert 'localjudge_requests_total{route="other",status="401"} 50' in labels
+        assert all(line.count('"') == 4 for line in labels)
+
+    run(main())
+    judge.close()
+
+
+def test_the_scorer_pool_is_bounded(tmp_home):
+    from localjudge.serve import MAX_POOLED_SCORERS
+
+    judge = FakeJudge()
+    app = create_app(judge, close_judge=False)
+
+    async def main():
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+        ) as client:
+            for n in range(MAX_POOLED_SCORERS + 6):
+                options = {"reason": "template", "scale": 1 + n}
+                reply = await client.post(
+                    "/v1/scorers/toxicity/run", json={"output": "Hi.", "options": options}
+                )
+                assert reply.status_code == 200
+            assert len(app.state.pool) == MAX_POOLED_SCORERS
+            big = {"reason": "template", "context": ["word " * 40_000]}
+            reply = await client.post(
+                "/v1/scorers/hallucination/run", json={"output": "Hi.", "options": big}
+            )
+            assert reply.status_code == 200
+            assert len(app.state.pool) == MAX_POOLED_SCORERS  # built for that request only
+
+    run(main())
+    judge.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,17 @@ REASON_MODES = ("judge", "template")
 # claims, toxic statements: "yes"), or none; the others are closed right after the verdict
 CLAIM_REASON_MODES = ("all", "flagged", "none")
 _REASONS_FOR = {"all": None, "flagged": frozenset({"yes"}), "none": frozenset()}
+
+
+def check_scale(scale: Any) -> float:
+    """The score's scale: a positive finite number; 0 or None mean 1, as in Mastra."""
+    if scale is None or (not isinstance(scale, bool) and scale == 0):
+        return 1
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise ValueError(f"scale must be a positive number, not {scale!r}")
+    if not math.isfinite(scale) or scale < 0:
+        raise ValueError(f"scale must be a positive finite number, not {scale!r}")
+    return scale
 
 
 class Scorer:
@@ -51,7 +63,7 @@ class Scorer:
             self.id = id
         self._model = model
         self._judge: Judge | None = model if isinstance(model, Judge) else None
-        self.scale = scale or 1  # 0 or None means 1, as in Mastra
+        self.scale = check_scale(scale)
         self._reason_mode = reason
         self.verdict_max_tokens = verdict_max_tokens
         self.reason_max_tokens = reason_max_tokens
