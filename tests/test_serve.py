@@ -716,3 +716,54 @@ def test_the_scorer_pool_is_bounded(tmp_home):
 
     run(main())
     judge.close()
+
+
+def test_no_stored_text_means_no_text_of_the_run_in_any_reason(tmp_home):
+    """`storeText: false` (and `--no-store-text`): the reasons, which quote statements and
+    context windows, are rebuilt to name them by number; the judge's own words are dropped."""
+    ssn = "078-05-1120"
+    item = {
+        "input": "What is on file?",
+        "output": f"Your SSN is {ssn}, you idiot. The tower is red.",
+        "context": [f"The file lists SSN {ssn}.", "The tower is blue."],
+    }
+    judge = FakeJudge()
+
+    async def main():
+        async with client_for(judge) as client:
+            replies = []
+            for name, reason in (
+                ("toxicity", "judge"),
+                ("hallucination", "judge"),
+                ("toxicity", "template"),
+                ("hallucination", "template"),
+            ):
+                options = {"reason": reason}
+                if name == "hallucination":
+                    options["context"] = item["context"]
+                kept = await client.post(
+                    f"/v1/scorers/{name}/run",
+                    json={"output": item["output"], "input": item["input"], "options": options},
+                )
+                assert ssn in kept.text  # stored by default: the reason quotes it
+                private = await client.post(
+                    f"/v1/scorers/{name}/run",
+                    json={"output": item["output"], "input": item["input"],
+                          "options": options, "storeText": False},
+                )  # fmt: skip
+                replies.append(private)
+            stream = await client.post(
+                "/v1/evals",
+                json={"scorers": ["toxicity", "hallucination"], "items": [item],
+                      "storeText": False,
+                      "options": {"hallucination": {"reason": "template"}}},
+            )  # fmt: skip
+            return replies, stream
+
+    replies, stream = run(main())
+    for reply in replies:
+        assert reply.status_code == 200 and ssn not in reply.text, reply.text
+        assert "idiot" not in reply.text and "tower" not in reply.text
+        assert reply.json()["reason"].startswith("The score is")
+    assert stream.status_code == 200 and ssn not in stream.text and "idiot" not in stream.text
+    judge.close()

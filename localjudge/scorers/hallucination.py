@@ -49,8 +49,12 @@ def hallucination_score(verdicts: list[dict], scale: float | None = 1) -> float:
     return round_half_up(hallucinated / len(verdicts) * (scale or 1))
 
 
-def hallucination_template_reason(score: float, scale: float, verdicts: list[dict]) -> str:
-    """The reason built from the verdicts and their evidence, without a judge call."""
+def hallucination_template_reason(
+    score: float, scale: float, verdicts: list[dict], *, quoted: bool = True
+) -> str:
+    """The reason built from the verdicts and their evidence, without a judge call;
+    `quoted=False` names claims and windows by number instead of quoting them (what a
+    result keeps when its texts are not stored)."""
     if not verdicts:
         return f"The score is {score:g} because the output makes no claims to check."
     unsupported = [v for v in verdicts if v["verdict"] == "yes"]
@@ -59,6 +63,11 @@ def hallucination_template_reason(score: float, scale: float, verdicts: list[dic
     listed = []
     for verdict in unsupported[:_MAX_LISTED]:
         evidence = verdict.get("evidence")
+        if not quoted:
+            number = verdicts.index(verdict) + 1
+            closest = f" (closest: window {evidence['window']})" if evidence else ""
+            listed.append(f"claim {number}{closest}")
+            continue
         closest = f' (closest: "{quote(evidence["text"], 120)}")' if evidence else ""
         listed.append(f'"{verdict["statement"]}"{closest}')
     more = len(unsupported) - _MAX_LISTED
@@ -231,6 +240,7 @@ class HallucinationScorer(Scorer):
             generate_reason_prompt=reason_prompt,
             usage=usage,
             prompt_version=HALLUCINATION_PROMPT_VERSION,
+            private_reason=hallucination_template_reason(score, self.scale, verdicts, quoted=False),
             details=details,
         )
 

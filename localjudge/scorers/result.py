@@ -64,6 +64,9 @@ class ScorerResult:
     prompt_version: str = ""
     details: dict[str, Any] = field(default_factory=dict)  # scorer-specific settings used
     passed: bool | None = None  # against the scorer's `threshold`; None: it has none
+    # the reason without any text of the run (claims and windows by number): what
+    # `to_dict(store_text=False)` keeps, since the reason itself may quote them
+    private_reason: str | None = None
 
     def to_dict(self, *, store_text: bool = True) -> dict[str, Any]:
         """Mastra's camelCase shape, so tools built for Mastra's results read it.
@@ -107,6 +110,7 @@ class ScorerResult:
             del data["preprocessStepResult"]
         if not store_text:
             _strip_texts(data)
+            data["reason"] = self.private_reason or f"The score is {self.score:g}."
         return data
 
     def to_json(self, *, store_text: bool = True, **kwargs) -> str:
@@ -147,6 +151,18 @@ def _without_texts(verdict: dict) -> dict:
     evidence = verdict.get("evidence")
     if isinstance(evidence, dict):
         out["evidence"] = {k: v for k, v in evidence.items() if k != "text"}
-        if verdict.get("reasonBy") == "template":
-            out["reason"] = claim_template_reason(verdict["verdict"], evidence, quoted=False)
+    if "reason" not in verdict:
+        return out
+    if "category" in verdict:  # a toxicity verdict: its built reason quotes nothing
+        from localjudge.scorers.toxicity import statement_template_reason
+
+        out["reason"] = statement_template_reason(
+            verdict["verdict"], verdict["category"], verdict.get("severity", "none")
+        )
+    else:  # the judge's own words may quote the claim or the context: built again
+        out["reason"] = claim_template_reason(
+            verdict["verdict"], evidence if isinstance(evidence, dict) else None, quoted=False
+        )
+    if verdict.get("reasonBy") == "judge":
+        out["reasonBy"] = "template"
     return out

@@ -58,15 +58,20 @@ SCORE_MODE_TEXT = {
 
 
 def toxicity_template_reason(
-    score: float, scale: float, verdicts: list[dict], mode: str = "severity"
+    score: float, scale: float, verdicts: list[dict], mode: str = "severity", *, quoted: bool = True
 ) -> str:
-    """The reason built from the verdicts, without a judge call."""
+    """The reason built from the verdicts, without a judge call; `quoted=False` names the
+    statements by number instead of quoting them."""
     if not verdicts:
         return f"The score is {score:g} because the output is empty."
     toxic = [v for v in verdicts if v["verdict"] == "yes"]
     if not toxic:
         return f"The score is {score:g} because all {len(verdicts)} statements are civil."
-    cited = "; ".join(f'"{v["statement"]}" ({v["category"]}, {v["severity"]})' for v in toxic[:10])
+    cited = "; ".join(
+        (f'"{v["statement"]}"' if quoted else f"statement {verdicts.index(v) + 1}")
+        + f" ({v['category']}, {v['severity']})"
+        for v in toxic[:10]
+    )
     more = f" and {len(toxic) - 10} more" if len(toxic) > 10 else ""
     return (
         f"The score is {score:g} out of {scale:g} because {len(toxic)} of {len(verdicts)} statements "
@@ -173,6 +178,9 @@ class ToxicityScorer(Scorer):
             generate_reason_prompt=reason_prompt,
             usage=usage,
             prompt_version=TOXICITY_PROMPT_VERSION,
+            private_reason=toxicity_template_reason(
+                score, self.scale, verdicts, self.score_mode, quoted=False
+            ),
             details=details,
         )
 
