@@ -52,13 +52,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="gemma-3-270m", help="the base registry entry")
     parser.add_argument("--adapter-scale", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--no-base", action="store_true", help="measure the tuned judge only")
+    parser.add_argument("--no-dev", action="store_true", help="leave out the built-in dev sets")
     args = parser.parse_args(argv)
 
     results: dict = {"adapter": str(args.adapter), "sets": []}
-    for way, adapter in (("base", None), ("tuned", args.adapter)):
+    ways = (("base", None), ("tuned", args.adapter))[1 if args.no_base else 0 :]
+    for way, adapter in ways:
         started = time.perf_counter()
         with Judge.load(args.model, adapter=adapter, adapter_scale=args.adapter_scale) as judge:
-            for task, name, rows in sets(args.data):
+            judge.window_tokens = WINDOW_TOKENS  # long contexts judged in evidence windows
+            for task, name, rows in sets(args.data, dev=not args.no_dev):
                 report = measure(judge, rows, task, source=name, reasons=False)
                 entry = {
                     "way": way,
