@@ -79,18 +79,80 @@ def _user_registry_path() -> Path:
     return home() / "registry.json"
 
 
+# the type each registry field must have (None allowed where the dataclass default is None)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "file": (str,), "path": (str,), "source": (dict,), "sha256": (str,),
+    "license": (str,), "context_length": (int,), "prompt_format": (str,), "fitness": (str,),
+    "recommended": (dict,), "notes": (str,), "adapter": (str,), "adapter_scale": (int, float),
+    "adapter_sha256": (str,),
+}  # fmt: skip
+
+
+def _entry_of(raw: object, where: str, origin: str) -> ModelEntry:
+    if not isinstance(raw, dict):
+        raise RegistryError(f"{where}: an entry must be an object, not {type(raw).__name__}")
+    for key, value in raw.items():
+        if key not in _FIELD_TYPES:
+            raise RegistryError(f"{where}: unknown field {key!r}")
+        wanted = _FIELD_TYPES[key]
+        if value is None and key != "name":
+            continue
+        if isinstance(value, bool) or not isinstance(value, wanted):
+            raise RegistryError(
+                f"{where}: {key} must be {' or '.join(t.__name__ for t in wanted)}, "
+                f"not {type(value).__name__}"
+            )
+    if not raw.get("name"):
+        raise RegistryError(f"{where}: an entry needs a name")
+    for key, value in (raw.get("recommended") or {}).items():
+        if key in ("slots", "n_ctx", "window_tokens") and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise RegistryError(f"{where}: recommended.{key} must be a positive integer")
+        if key == "thresholds" and not (
+            isinstance(value, dict)
+            and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+                for v in value.values()
+            )
+        ):
+            raise RegistryError(
+                f"{where}: recommended.thresholds must map prompt versions to numbers in 0..1"
+            )
+    return ModelEntry(**raw, origin=origin)
+
+
 def _read_manifest(path: Path, origin: str) -> tuple[str | None, dict[str, ModelEntry]]:
     if not path.exists():
         return None, {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        entries = {}
-        for raw in data.get("models", []):
-            entry = ModelEntry(**raw, origin=origin)
-            entries[entry.name] = entry
-        return data.get("default"), entries
-    except (ValueError, TypeError) as error:
+    except ValueError as error:
         raise RegistryError(f"{path}: malformed registry: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("models", []), list):
+        raise RegistryError(f'{path}: malformed registry: not an object with a "models" list')
+    default = data.get("default")
+    if default is not None and not isinstance(default, str):
+        raise RegistryError(f"{path}: malformed registry: default must be a string")
+    entries = {}
+    for n, raw in enumerate(data.get("models", [])):
+        entry = _entry_of(raw, f"{path}: malformed registry: models[{n}]", origin)
+        entries[entry.name] = entry
+    return default, entries
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse a file that is not a GGUF model (its first four bytes are not b"GGUF")."""
+    try:
+        with Path(path).open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as error:
+        raise ModelError(f"cannot read {path}: {error.strerror or error}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelError(f"{path}: not a GGUF file")
 
 
 def load_registry() -> tuple[str, dict[str, ModelEntry]]:
@@ -161,8 +223,9 @@ def resolve(spec: str | Path | None = None, *, assemble: bool = True) -> Resolve
     spec_text = str(spec)
     if isinstance(spec, Path) or looks_like_path(spec_text):
         path = Path(spec_text).expanduser()
-        if not path.exists():
+        if not path.is_file():
             raise ModelError(f"model file not found: {path}")
+        check_gguf(path)
         resolved_path = path.resolve()
         entry = next(
             (
@@ -338,6 +401,7 @@ def set_default(name: str) -> str:
             raise RegistryError(f"unknown model {name!r}; known: {', '.join(sorted(entries))}")
         if not Path(name).expanduser().is_file():
             raise ModelError(f"model file not found: {name}")
+        check_gguf(Path(name).expanduser())
         name = str(Path(name).expanduser().resolve())
     data = _user_registry_data()
     data["default"] = name

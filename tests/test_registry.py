@@ -169,3 +169,36 @@ def test_models_default_and_localjudge_model(tmp_home, tmp_path, monkeypatch):
     monkeypatch.delenv("LOCALJUDGE_MODEL")
     bad = runner.invoke(cli, ["models", "default", "missing"])
     assert bad.exit_code == 1 and "unknown model 'missing'" in bad.output
+
+
+def test_a_malformed_user_registry_is_one_clear_line_and_a_non_gguf_file_is_refused(tmp_home):
+    from click.testing import CliRunner
+
+    from localjudge.cli import cli
+
+    registry = tmp_home / "registry.json"
+    for text, says in (
+        ('{"models": [{"name": 5}]}', "models[0]: name must be str"),
+        ('{"models": "x"}', 'not an object with a "models" list'),
+        ("[1]", 'not an object with a "models" list'),
+        ('{"models": [{"name": "a", "file": 3}]}', "file must be str"),
+        ('{"models": [{"name": "a", "colour": "red"}]}', "unknown field 'colour'"),
+        ('{"models": [{"name": "a", "recommended": {"slots": "x"}}]}', "recommended.slots"),
+        ('{"models": [{"name": "a", "recommended": {"thresholds": {"t/1": 2}}}]}', "thresholds"),
+        ('{"default": 3}', "default must be a string"),
+        ("{", "malformed registry"),
+    ):
+        registry.write_text(text)
+        result = CliRunner().invoke(cli, ["models", "list"])
+        assert result.exit_code == 1 and says in result.output, (text, result.output)
+        assert "Traceback" not in result.output
+    registry.unlink()
+    not_a_model = tmp_home / "passwd"
+    not_a_model.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    for command in (
+        ["models", "default", str(not_a_model)],
+        ["models", "assemble", str(not_a_model)],
+    ):
+        result = CliRunner().invoke(cli, command)
+        assert result.exit_code == 1 and "not a GGUF file" in result.output, result.output
+    assert not registry.exists()  # nothing was stored
