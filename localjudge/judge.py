@@ -11,6 +11,7 @@ import json
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -38,6 +39,7 @@ from localjudge.scheduler import (
 )
 
 DEFAULT_MAX_TOKENS = 192
+DEFAULT_MAX_GRAMMARS = 32  # compiled schema dicts kept in memory (a named schema always is)
 DEFAULT_SLOTS = (
     32  # sequences per decode: on 2 CPU cores 32 beat 16 by 8-28% (README, `bench --slots`)
 )
@@ -141,7 +143,10 @@ class Judge:
         self.window_tokens = window_tokens
         self.chat_template = engine.chat_template
         self.parse_special = self.chat_template is not None
-        self._grammars: dict[str, CompiledGrammar] = {}
+        self._grammars: dict[str, CompiledGrammar] = {}  # named schemas, kept
+        self._schema_grammars: OrderedDict[str, CompiledGrammar] = OrderedDict()  # LRU
+        self._compiling: dict[str, Future] = {}  # key -> the compile under way
+        self.max_grammars = DEFAULT_MAX_GRAMMARS
         self._thresholds: dict[str, tuple[float, str] | None] = {}
         self._grammar_lock = threading.Lock()
         try:
@@ -360,22 +365,50 @@ class Judge:
     # -- grammars -------------------------------------------------------------------------
 
     def grammar(self, schema: str | dict) -> CompiledGrammar:
-        """Compile (or fetch) the grammar of a schema name in `grammars/` or a schema dict."""
+        """Compile (or fetch) the grammar of a schema name in `grammars/` or a schema dict.
+        The same schema asked for by several threads at once is compiled once; different
+        schemas compile side by side. Schema dicts stay compiled in memory up to
+        `max_grammars` (least recently used out first); named schemas always stay."""
         if isinstance(schema, str):  # the common case, once per request: no JSON work
             grammar = self._grammars.get(schema)
             if grammar is None:
-                grammar = self._grammars[schema] = self.grammar(load_schema(schema))
+                grammar = self._compile_once(schema, lambda: load_schema(schema), self._grammars)
             return grammar
-        schema_dict = schema
-        key = json.dumps(schema_dict, sort_keys=True)
-        with self._grammar_lock:
-            grammar = self._grammars.get(key)
-            if grammar is None:
-                grammar = compile_grammar(schema_dict, self.vocabulary)
-                self._grammars[key] = grammar
-            return grammar
+        key = json.dumps(schema, sort_keys=True)
+        return self._compile_once(key, lambda: schema, self._schema_grammars)
 
-    # -- generation -----------------------------------------------------------------------
+    def _compile_once(self, key: str, schema_of, store: dict) -> CompiledGrammar:
+        with self._grammar_lock:
+            grammar = store.get(key)
+            if grammar is not None:
+                if store is self._schema_grammars:
+                    self._schema_grammars.move_to_end(key)
+                return grammar
+            pending = self._compiling.get(key)
+            owner = pending is None
+            if owner:
+                pending = self._compiling[key] = Future()
+        if not owner:
+            return pending.result()  # compiled by the thread that asked first
+        try:
+            grammar = compile_grammar(schema_of(), self.vocabulary)
+        except BaseException as error:
+            with self._grammar_lock:
+                del self._compiling[key]
+            pending.set_exception(error)
+            raise
+        with self._grammar_lock:
+            del self._compiling[key]
+            store[key] = grammar
+            while len(self._schema_grammars) > self.max_grammars:
+                self._schema_grammars.popitem(last=False)
+        pending.set_result(grammar)
+        return grammar
+
+    @property
+    def grammars_in_memory(self) -> int:
+        """Compiled grammars held: the named schemas' and the schema dicts' kept."""
+        return len(self._grammars) + len(self._schema_grammars)
 
     def request(
         self,

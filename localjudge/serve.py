@@ -20,6 +20,7 @@ from typing import Any
 
 from localjudge.errors import GenerationError, LocalJudgeError, error_kind
 from localjudge.evals.run import run_evals_async
+from localjudge.grammar.compiled import disk_cache_bytes
 from localjudge.judge import Judge
 from localjudge.scheduler import GenerationRequest, GenerationResult
 from localjudge.scorers import Scorer, make_scorer, scorer_names, scorer_options
@@ -28,6 +29,35 @@ from localjudge.scorers.registry import SCORERS
 DEFAULT_MAX_BODY_BYTES = 8 << 20
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _FIELDS = ("context", "output", "input", "groundTruth", "requestContext")  # named in errors
+
+
+MAX_SCHEMA_BYTES = 32 << 10  # a client's JSON schema, as JSON text
+MAX_ENUM_VALUES = 1024  # enum and const values in one schema, all together
+
+
+def check_schema_size(schema: dict) -> None:
+    """Refuse (422) a schema too large to compile within a request: over `MAX_SCHEMA_BYTES`
+    as JSON, or with more than `MAX_ENUM_VALUES` enum values."""
+    size = len(json.dumps(schema, ensure_ascii=False).encode())
+    if size > MAX_SCHEMA_BYTES:
+        raise ServeError(
+            422, "schema_too_large", f"the schema is {size} bytes; at most {MAX_SCHEMA_BYTES}",
+            field="response_format",
+        )  # fmt: skip
+    count, stack = 0, [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("enum"), list):
+                count += len(node["enum"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    if count > MAX_ENUM_VALUES:
+        raise ServeError(
+            422, "schema_too_large", f"the schema has {count} enum values; at most {MAX_ENUM_VALUES}",
+            field="response_format",
+        )  # fmt: skip
 
 
 def store_text_of(value: Any) -> bool:
@@ -262,6 +292,10 @@ def metrics_text(judge: Judge, counters: Counters) -> str:
         f"localjudge_kept_prompts_restored_total {stats.num_kept_prompts_restored}",
         "# TYPE localjudge_prompt_tokens_apart_total counter",
         f"localjudge_prompt_tokens_apart_total {stats.num_tokens_apart}",
+        "# TYPE localjudge_grammars_in_memory gauge",
+        f"localjudge_grammars_in_memory {judge.grammars_in_memory}",
+        "# TYPE localjudge_grammar_cache_disk_bytes gauge",
+        f"localjudge_grammar_cache_disk_bytes {disk_cache_bytes()}",
         "# TYPE localjudge_requests_in_flight gauge",
         f"localjudge_requests_in_flight {counters.in_flight}",
         "# TYPE localjudge_requests_total counter",
@@ -500,6 +534,7 @@ def create_app(
             )
         grammar = None
         if schema is not None:
+            check_schema_size(schema)
             try:
                 grammar = await asyncio.to_thread(judge.grammar, schema)
             except LocalJudgeError as error:
@@ -529,9 +564,9 @@ def create_app(
         """An OpenAI completion, whole or streamed as the tokens are chosen."""
         if body.get("stream"):
             return await stream_completion(kind, request, body, prompt, prompt_schema)
-        gen_request = await prepare(body, prompt, prompt_schema)
 
-        async def work():
+        async def work():  # the schema compiles inside the request's admission and timeout
+            gen_request = await prepare(body, prompt, prompt_schema)
             return await asyncio.wrap_future(judge.submit(gen_request))
 
         try:
@@ -547,13 +582,23 @@ def create_app(
         error event. A client that goes away cancels the generation."""
         loop = asyncio.get_running_loop()
         pieces: asyncio.Queue[str] = asyncio.Queue()
-        gen_request = await prepare(
-            body,
-            prompt,
-            prompt_schema,
-            on_text=lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text),
-        )
-        counters.enter(max_in_flight)
+        counters.enter(max_in_flight)  # admitted before its schema is compiled
+        try:
+            gen_request = await asyncio.wait_for(
+                prepare(
+                    body,
+                    prompt,
+                    prompt_schema,
+                    on_text=lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text),
+                ),
+                timeout=request_timeout,
+            )
+        except asyncio.TimeoutError:
+            counters.in_flight -= 1
+            raise ServeError(504, "timeout", f"no result within {request_timeout:g} s") from None
+        except BaseException:
+            counters.in_flight -= 1
+            raise
         future = asyncio.wrap_future(judge.submit(gen_request))
         deadline = loop.time() + request_timeout
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from localjudge.errors import SchemaError
@@ -80,3 +82,69 @@ def test_invalid_schema(fake_vocabulary, tmp_home):
         )
     with pytest.raises(SchemaError, match="unknown schema"):
         load_schema("no_such_schema")
+
+
+def schema_with(field: str, options: list[str]) -> dict:
+    return {
+        "type": "object",
+        "properties": {field: {"type": "string", "enum": options}},
+        "required": [field],
+    }
+
+
+def test_a_schema_asked_for_at_once_compiles_once_and_different_ones_side_by_side(
+    tmp_home, monkeypatch
+):
+    """Single flight per schema, no lock across schemas: two different schemas must be
+    inside compile_grammar together (a barrier of two would break if they were serialised)."""
+    import threading
+
+    import localjudge.judge as judge_module
+    from localjudge.testing import FakeJudge
+
+    real = judge_module.compile_grammar
+    calls: list[str] = []
+    together = threading.Barrier(2, timeout=30)
+
+    def slow_compile(schema, vocabulary):
+        calls.append(json.dumps(schema, sort_keys=True))
+        together.wait()  # the other schema's compile must be running now
+        return real(schema, vocabulary, use_disk_cache=False)
+
+    monkeypatch.setattr(judge_module, "compile_grammar", slow_compile)
+    judge = FakeJudge()
+    a, b = schema_with("pick", ["alpha", "beta"]), schema_with("pick", ["gamma", "delta"])
+    got: list = []
+    threads = [threading.Thread(target=lambda s=s: got.append(judge.grammar(s))) for s in (a, a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(calls) == 2 and len(got) == 3  # a once, b once
+    assert got.count(judge.grammar(a)) == 2 and judge.grammar(b) in got
+    judge.close()
+
+
+def test_compiled_schemas_are_bounded_in_memory_and_on_disk(tmp_home, tmp_path):
+    import os
+
+    from localjudge.grammar.compiled import _enum_fields, prune_disk_cache
+    from localjudge.testing import FakeJudge
+
+    judge = FakeJudge()
+    judge.max_grammars = 2
+    named = judge.grammars_in_memory
+    for n in range(4):
+        judge.grammar(schema_with("pick", [f"a{n}", f"b{n}"]))
+    assert judge.grammars_in_memory == named + 2
+    judge.close()
+    folder = tmp_path / "grammars"
+    folder.mkdir()
+    for n in range(5):  # 5 files of 100 bytes, the oldest first
+        path = folder / f"{n}.npz"
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+    prune_disk_cache(folder, 250, keep=folder / "0.npz")
+    assert sorted(p.name for p in folder.glob("*.npz")) == ["0.npz", "4.npz"]
+    many = [f"v{i}" for i in range(30_000)]  # linear: this used to take seconds
+    assert _enum_fields(schema_with("pick", many + many[:10])) == {"pick": many}

@@ -767,3 +767,38 @@ def test_no_stored_text_means_no_text_of_the_run_in_any_reason(tmp_home):
         assert reply.json()["reason"].startswith("The score is")
     assert stream.status_code == 200 and ssn not in stream.text and "idiot" not in stream.text
     judge.close()
+
+
+def test_client_schemas_are_capped_and_the_grammar_cache_is_reported(tmp_home):
+    judge = openai_judge('{"pick": "a"}')
+
+    def ask(options: list[str], name: str = "pick") -> dict:
+        schema = {
+            "type": "object",
+            "properties": {name: {"type": "string", "enum": options}},
+            "required": [name],
+        }
+        return {
+            "messages": CHAT,
+            "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
+        }
+
+    async def main():
+        async with client_for(judge) as client:
+            huge = await client.post(
+                "/v1/chat/completions", json=ask([f"v{i}" for i in range(30_000)])
+            )
+            assert huge.status_code == 422
+            assert huge.json()["error"]["type"] == "schema_too_large"
+            many = await client.post(
+                "/v1/chat/completions", json=ask([f"v{i}" for i in range(1500)])
+            )
+            assert many.status_code == 422 and "enum values" in many.json()["error"]["message"]
+            fine = await client.post("/v1/chat/completions", json=ask(["a", "b"]))
+            assert fine.status_code == 200, fine.text
+            text = (await client.get("/metrics")).text
+        assert "localjudge_grammars_in_memory " in text
+        assert "localjudge_grammar_cache_disk_bytes " in text
+
+    run(main())
+    judge.close()

@@ -8,6 +8,7 @@ closing, and whether exactly one token is allowed (jump-forward without logits).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -205,7 +206,7 @@ def _unpack(keys: np.ndarray, offsets: np.ndarray, ids: np.ndarray) -> dict[int,
 def _enum_fields(schema: dict) -> dict[str, list[str]]:
     """Properties whose value is one of a few strings (`enum` or `const`), merged across
     `oneOf`/`anyOf` branches: the choice points whose option probabilities are reported."""
-    fields: dict[str, list[str]] = {}
+    fields: dict[str, dict[str, None]] = {}
     branches = [schema] + [
         b for key in ("oneOf", "anyOf") for b in schema.get(key, []) if isinstance(b, dict)
     ]
@@ -217,9 +218,9 @@ def _enum_fields(schema: dict) -> dict[str, list[str]]:
             if options is None and "const" in spec:
                 options = [spec["const"]]
             if options is not None:
-                merged = fields.setdefault(name, [])
-                merged.extend(str(o) for o in options if str(o) not in merged)
-    return {name: options for name, options in fields.items() if len(options) > 1}
+                merged = fields.setdefault(name, {})  # a dict keeps order, checks in O(1)
+                merged.update((str(o), None) for o in options)
+    return {name: list(options) for name, options in fields.items() if len(options) > 1}
 
 
 def _tables(index: outlines_core.Index, vocabulary: TokenVocabulary):
@@ -337,7 +338,9 @@ def compile_grammar(
     cache_file = cache_dir("grammars") / f"{key}.npz"
     if use_disk_cache and cache_file.exists():
         try:
-            return CompiledGrammar.load(cache_file)
+            grammar = CompiledGrammar.load(cache_file)
+            os.utime(cache_file)  # recently used: pruned last
+            return grammar
         except Exception:
             cache_file.unlink(missing_ok=True)  # stale, partial or foreign: rebuild below
     try:
@@ -375,4 +378,42 @@ def compile_grammar(
         partial = cache_file.with_name(f"{key}.{os.getpid()}.{threading.get_ident()}.tmp")
         grammar.save(partial)
         partial.replace(cache_file)
+        prune_disk_cache(cache_file.parent, disk_cache_limit(), keep=cache_file)
     return grammar
+
+
+DEFAULT_DISK_CACHE_MIB = 1024
+
+
+def disk_cache_limit() -> int:
+    """Bytes the compiled-grammar cache on disk may hold: `LOCALJUDGE_GRAMMAR_CACHE_MIB`,
+    else 1024 MiB (a grammar for a 262k-token vocabulary can take 200 MiB)."""
+    value = os.environ.get("LOCALJUDGE_GRAMMAR_CACHE_MIB")
+    try:
+        mib = float(value) if value is not None else DEFAULT_DISK_CACHE_MIB
+    except ValueError:
+        raise SchemaError(f"LOCALJUDGE_GRAMMAR_CACHE_MIB must be a number, not {value!r}") from None
+    return max(0, int(mib * (1 << 20)))
+
+
+def disk_cache_bytes(folder: Path | None = None) -> int:
+    folder = folder or cache_dir("grammars")
+    return sum(f.stat().st_size for f in folder.glob("*.npz") if f.is_file())
+
+
+def prune_disk_cache(folder: Path, limit: int, keep: Path | None = None) -> None:
+    """Delete the least recently used compiled grammars until the folder holds at most
+    `limit` bytes (`keep`, the one just written, stays)."""
+    files = []
+    for entry in folder.glob("*.npz"):
+        with contextlib.suppress(OSError):
+            files.append((entry.stat().st_mtime, entry.stat().st_size, entry))
+    total = sum(size for _, size, _ in files)
+    for _, size, entry in sorted(files):
+        if total <= limit:
+            break
+        if keep is not None and entry == keep:
+            continue
+        with contextlib.suppress(OSError):
+            entry.unlink()
+            total -= size
