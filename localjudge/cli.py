@@ -771,7 +771,7 @@ def serve(
     try:
         import uvicorn
 
-        from localjudge.serve import check_binding, create_app
+        from localjudge.serve import MAX_IN_FLIGHT, check_binding, create_app
     except ImportError:
         raise click.ClickException(
             "the server needs its extra: pip install 'localjudge[serve]'"
@@ -801,7 +801,17 @@ def serve(
         request_timeout=request_timeout,
     )
     click.echo(f"localjudge serving {judge.name} on http://{host}:{port}", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=30,
+        # connections beyond the requests it admits are refused (503) at once, and an idle
+        # kept-alive connection is closed after 5 s: half-sent requests cannot pile up
+        limit_concurrency=2 * MAX_IN_FLIGHT,
+        timeout_keep_alive=5,
+    )
 
 
 # -- doctor --------------------------------------------------------------------------------

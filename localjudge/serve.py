@@ -27,6 +27,7 @@ from localjudge.scorers import Scorer, make_scorer, scorer_names, scorer_options
 from localjudge.scorers.registry import SCORERS
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20
+MAX_IN_FLIGHT = 256  # requests judged at once; more get 503
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _FIELDS = ("context", "output", "input", "groundTruth", "requestContext")  # named in errors
 
@@ -311,10 +312,12 @@ def create_app(
     api_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     request_timeout: float = 600.0,
-    max_in_flight: int = 256,
+    max_in_flight: int = MAX_IN_FLIGHT,
     close_judge: bool = True,
+    body_timeout: float = 30.0,
 ):
-    """The ASGI app over one judge. `close_judge`: close it when the app shuts down."""
+    """The ASGI app over one judge. `close_judge`: close it when the app shuts down.
+    `body_timeout`: seconds a request body may take to arrive (408 past it)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
@@ -336,12 +339,21 @@ def create_app(
 
     app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes, counters=counters)
 
-    async def read_json(request: Request) -> dict[str, Any]:
+    async def read_body(request: Request) -> bytearray:
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > max_body_bytes:
                 raise ServeError(413, "too_large", f"request body over {max_body_bytes} bytes")
+        return body
+
+    async def read_json(request: Request) -> dict[str, Any]:
+        try:  # a client that sends half a body and waits holds no slot for ever
+            body = await asyncio.wait_for(read_body(request), timeout=body_timeout)
+        except asyncio.TimeoutError:
+            raise ServeError(
+                408, "body_timeout", f"the request body did not arrive within {body_timeout:g} s"
+            ) from None
         try:
             value = json.loads(body)
         except ValueError as error:
@@ -553,6 +565,19 @@ def create_app(
         except (ValueError, TypeError) as error:
             raise ServeError(400, "invalid_input", str(error)) from None
 
+    async def submit_off_loop(gen_request: GenerationRequest):
+        """`judge.submit` on a worker thread: tokenizing a long prompt must not stall the
+        event loop (other clients, /health). A caller cancelled meanwhile cancels the
+        request once it is queued."""
+        task = asyncio.ensure_future(asyncio.to_thread(judge.submit, gen_request))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(
+                lambda t: t.cancelled() or t.exception() is not None or t.result().cancel()
+            )
+            raise
+
     def generation_error(error: Exception) -> Exception:
         if isinstance(error, GenerationError) and "max_tokens=" in str(error):
             return ServeError(400, "invalid_input", str(error), field="max_tokens")
@@ -567,7 +592,7 @@ def create_app(
 
         async def work():  # the schema compiles inside the request's admission and timeout
             gen_request = await prepare(body, prompt, prompt_schema)
-            return await asyncio.wrap_future(judge.submit(gen_request))
+            return await asyncio.wrap_future(await submit_off_loop(gen_request))
 
         try:
             result = await guarded(request, work)
@@ -599,7 +624,11 @@ def create_app(
         except BaseException:
             counters.in_flight -= 1
             raise
-        future = asyncio.wrap_future(judge.submit(gen_request))
+        try:
+            future = asyncio.wrap_future(await submit_off_loop(gen_request))
+        except BaseException:
+            counters.in_flight -= 1
+            raise
         deadline = loop.time() + request_timeout
 
         async def next_piece(watcher: asyncio.Future | None = None) -> str | None:

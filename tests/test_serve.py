@@ -802,3 +802,48 @@ def test_client_schemas_are_capped_and_the_grammar_cache_is_reported(tmp_home):
 
     run(main())
     judge.close()
+
+
+def test_a_half_sent_body_times_out_and_prompts_are_tokenized_off_the_event_loop(tmp_home):
+    import threading
+
+    judge = openai_judge("Fine.")
+    app = create_app(judge, close_judge=False, body_timeout=0.2)
+    loop_threads, submit_threads = set(), []
+    real_submit = judge.submit
+
+    def submit(request):
+        submit_threads.append(threading.get_ident())
+        return real_submit(request)
+
+    judge.submit = submit
+
+    async def main():
+        loop_threads.add(threading.get_ident())
+        sent: list = []
+        parts = [{"type": "http.request", "body": b'{"prompt": "Hel', "more_body": True}]
+
+        async def receive():
+            if parts:
+                return parts.pop(0)
+            await asyncio.sleep(3600)  # the rest never comes
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": "POST", "scheme": "http", "path": "/v1/completions",
+            "raw_path": b"/v1/completions", "query_string": b"", "root_path": "",
+            "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+        }  # fmt: skip
+        await asyncio.wait_for(app(scope, receive, send), 30)
+        assert sent[0]["status"] == 408
+        async with client_for(judge) as client:
+            reply = await client.post("/v1/completions", json={"prompt": "Hi.\nAnswer:\n"})
+            assert reply.status_code == 200
+
+    run(main())
+    assert submit_threads and loop_threads.isdisjoint(submit_threads)
+    judge.close()
