@@ -468,18 +468,22 @@ def create_app(
             return reply(
                 route, ServeError(503, "overloaded", f"{max_in_flight} requests in flight")
             )
-        queue: asyncio.Queue = asyncio.Queue()
+        # bounded: a client that reads slowly pauses the scoring instead of piling up lines
+        queue: asyncio.Queue = asyncio.Queue(maxsize=64)
 
         async def produce() -> None:
             try:
                 result = await run_evals_async(
                     items,
                     scorers,
-                    on_item_result=lambda r: queue.put_nowait(("item", r)),
+                    on_item_result=lambda r: queue.put(("item", r)),
+                    keep_items=False,  # each item is let go once its line is queued
                 )
-                queue.put_nowait(("done", result))
-            except BaseException as error:  # cancelled: the client went away
-                queue.put_nowait(("error", error))
+                await queue.put(("done", result))
+            except asyncio.CancelledError:  # the client went away: nobody reads the queue
+                raise
+            except BaseException as error:
+                await queue.put(("error", error))
                 raise
 
         async def stream() -> AsyncIterator[bytes]:

@@ -248,3 +248,44 @@ def test_live_judge_failure_does_not_reach_the_pipeline(judge):
     assert pipeline("why") == "The sky is blue."
     stats = live.close()
     assert stats.failed == 1 and stats.scored == 0
+
+
+def test_items_stream_through_without_being_kept(tmp_home):
+    """`keep_items=False` (what `serve`'s /v1/evals uses): items are read from an iterator
+    as workers free up, each is handed to `on_item_result` and let go; the summary is the
+    same as with the items kept."""
+    import asyncio
+    import gc
+    import weakref
+
+    from localjudge import create_toxicity_scorer
+    from localjudge.evals.run import run_evals_async
+
+    read = []
+
+    def items():
+        for n in range(300):
+            read.append(n)
+            yield {"input": "Hi", "output": "You are an idiot." if n % 3 == 0 else "Fine."}
+
+    seen, alive = [], []
+
+    read_at_first = []
+
+    async def on_item(result):
+        read_at_first.append(len(read))
+        seen.append(result.index)
+        alive.append(weakref.ref(result))
+
+    with FakeJudge() as judge:
+        scorer = create_toxicity_scorer(judge, reason="template")
+        streamed = asyncio.run(
+            run_evals_async(items(), [scorer], on_item_result=on_item, keep_items=False)
+        )
+        kept = asyncio.run(run_evals_async(list(items()), [scorer]))
+    gc.collect()
+    assert sorted(seen) == list(range(300)) and streamed.items == []
+    assert read_at_first[0] < 300  # read as workers free up, not all up front
+    assert sum(ref() is not None for ref in alive) == 0  # none of them is held
+    assert streamed.scores == kept.scores and streamed.summary == kept.summary
+    assert len(kept.items) == 300 and [r.index for r in kept.items] == list(range(300))

@@ -18,8 +18,9 @@ def wanted(progress: bool | None) -> bool:
 
 
 @contextmanager
-def item_progress(total: int, enabled: bool) -> Iterator[Callable[[], None]]:
-    """A bar of `total` items while the block runs; call the yielded function per item."""
+def item_progress(total: int | None, enabled: bool) -> Iterator[Callable[[], None]]:
+    """A bar of `total` items (None: not known ahead) while the block runs; call the
+    yielded function per item."""
     if not enabled:
         yield lambda: None
         return

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,6 +195,44 @@ def _verdict_row(verdict: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+class Tally:
+    """The scores and counts of items as they finish, without keeping the items."""
+
+    def __init__(self, scorer_ids: Iterable[str]) -> None:
+        self.ids = list(scorer_ids)
+        self.values: dict[str, list[float]] = {i: [] for i in self.ids}
+        self.failures = dict.fromkeys(self.ids, 0)
+        self.total = self.failed = self.invalid = self.target_failures = 0
+
+    def add(self, result: ItemResult) -> None:
+        self.total += 1
+        self.failed += not result.ok
+        self.invalid += ITEM_ERROR in result.errors
+        self.target_failures += "target" in result.errors
+        for scorer_id in self.ids:
+            if scorer_id in result.scorer_results:
+                self.values[scorer_id].append(result.scorer_results[scorer_id].score)
+            self.failures[scorer_id] += scorer_id in result.errors
+
+    def finish(
+        self, thresholds: dict[str, Threshold] | None = None
+    ) -> tuple[dict[str, float], dict[str, Any]]:
+        scores = {i: math.fsum(v) / len(v) for i, v in self.values.items() if v}
+        summary: dict[str, Any] = {
+            "total_items": self.total,
+            "failed_items": self.failed,
+            "invalid_items": self.invalid,
+            "target_failures": self.target_failures,
+            "failures": dict(self.failures),
+        }
+        if thresholds:
+            results = threshold_results(scores, thresholds)
+            summary["thresholdResults"] = results
+            if results:
+                summary["verdict"] = "passed" if all(r["passed"] for r in results) else "failed"
+        return scores, summary
+
+
 def summarize(
     items: Sequence[ItemResult],
     scorer_ids: Iterable[str],
@@ -202,27 +240,10 @@ def summarize(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Mean score per scorer and the counts; with `thresholds` (scorer id -> threshold),
     Mastra's `thresholdResults` on the means and a `verdict`, "passed" or "failed"."""
-    scorer_ids = list(scorer_ids)
-    scores: dict[str, float] = {}
-    failures = {scorer_id: 0 for scorer_id in scorer_ids}
-    for scorer_id in scorer_ids:
-        values = [r.scorer_results[scorer_id].score for r in items if scorer_id in r.scorer_results]
-        if values:
-            scores[scorer_id] = math.fsum(values) / len(values)
-        failures[scorer_id] = sum(1 for r in items if scorer_id in r.errors)
-    summary = {
-        "total_items": len(items),
-        "failed_items": sum(1 for r in items if not r.ok),
-        "invalid_items": sum(1 for r in items if ITEM_ERROR in r.errors),
-        "target_failures": sum(1 for r in items if "target" in r.errors),
-        "failures": failures,
-    }
-    if thresholds:
-        results = threshold_results(scores, thresholds)
-        summary["thresholdResults"] = results
-        if results:
-            summary["verdict"] = "passed" if all(r["passed"] for r in results) else "failed"
-    return scores, summary
+    tally = Tally(scorer_ids)
+    for item in items:
+        tally.add(item)
+    return tally.finish(thresholds)
 
 
 def default_scoring_concurrency(scorers: Sequence[Scorer]) -> int:
@@ -253,10 +274,9 @@ def _keyword_callback(callback: Callable[..., Any]) -> bool:
 
 def _prepare(
     data: Iterable[EvalItem | dict], has_target: bool, raise_on_error: bool
-) -> list[ItemResult]:
-    """One `ItemResult` per item; a malformed item, or one with nothing to score, carries
-    its error (or raises it with `raise_on_error`)."""
-    results: list[ItemResult] = []
+) -> Iterator[ItemResult]:
+    """One `ItemResult` per item, as the items are read; a malformed item, or one with
+    nothing to score, carries its error (or raises it with `raise_on_error`)."""
     for index, value in enumerate(data):
         where = f"item {index}"
         try:
@@ -271,10 +291,9 @@ def _prepare(
             item_id = value.get("id") if isinstance(value, dict) else None
             result = ItemResult(index=index, item=EvalItem(id=item_id))
             result.fail(ITEM_ERROR, error)
-            results.append(result)
+            yield result
             continue
-        results.append(ItemResult(index=index, item=item))
-    return results
+        yield ItemResult(index=index, item=item)
 
 
 async def run_evals_async(
@@ -288,14 +307,23 @@ async def run_evals_async(
     raise_on_error: bool = False,
     on_item_result: Callable[[ItemResult], Any] | None = None,
     progress: bool | None = None,
+    keep_items: bool = True,
 ) -> EvalResult:
-    """The async form of `run_evals`; `on_item_result(item_result)` also sees the errors."""
+    """The async form of `run_evals`; `on_item_result(item_result)` also sees the errors
+    (an async one is awaited before the worker takes the next item: back-pressure).
+    `keep_items=False`: the result's `items` stays empty and each item is let go once
+    `on_item_result` has it, so a long stream of items takes memory for the items in
+    flight only."""
     if not scorers:
         raise ValueError("run_evals needs at least one scorer")
     ids = [s.id for s in scorers]
     if len(set(ids)) != len(ids):
         raise ValueError(f"scorer ids must be unique (give one an id=): {ids}")
-    results = _prepare(data, target is not None, raise_on_error)
+    data = list(data) if isinstance(data, (list, tuple)) else data
+    total = len(data) if hasattr(data, "__len__") else None
+    pending = _prepare(data, target is not None, raise_on_error)
+    kept: list[ItemResult] = []
+    tally = Tally(ids)
     target_slots = asyncio.Semaphore(max(1, concurrency))
     scoring_slots = asyncio.Semaphore(
         max(1, scoring_concurrency or default_scoring_concurrency(scorers))
@@ -375,8 +403,19 @@ async def run_evals_async(
                 raise
             result.fail("callback", error)
 
-    with item_progress(len(results), wanted(progress)) as advance:
-        tasks = [asyncio.ensure_future(one(r)) for r in results]
+    async def worker() -> None:
+        for result in pending:  # workers share one iterator: each item is taken once
+            if keep_items:
+                kept.append(result)
+            await one(result)
+            tally.add(result)
+
+    # enough workers to fill every target and scoring slot, but not one task per item
+    workers = max(1, concurrency) + max(
+        1, scoring_concurrency or default_scoring_concurrency(scorers)
+    )
+    with item_progress(total, wanted(progress)) as advance:
+        tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
         try:
             await asyncio.gather(*tasks)
         except BaseException:
@@ -385,8 +424,9 @@ async def run_evals_async(
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
     thresholds = {s.id: s.threshold for s in scorers if getattr(s, "threshold", None) is not None}
-    scores, summary = summarize(results, ids, thresholds)
-    return EvalResult(scores=scores, summary=summary, items=results)
+    scores, summary = tally.finish(thresholds)
+    kept.sort(key=lambda r: r.index)
+    return EvalResult(scores=scores, summary=summary, items=kept)
 
 
 def run_evals(
