@@ -22,6 +22,7 @@ from localjudge.scorers import (
     ScorerResult,
     ScorerRun,
     create_hallucination_scorer,
+    create_rubric_scorer,
     create_toxicity_scorer,
     extract_tool_results,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "VerdictError",
     "__version__",
     "create_hallucination_scorer",
+    "create_rubric_scorer",
     "create_toxicity_scorer",
     "extract_tool_results",
     "make_scorer",

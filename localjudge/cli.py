@@ -590,7 +590,7 @@ def eval_command(
     from localjudge.scorers import make_scorer
 
     known = _scorer_names()
-    unknown = [name for name in scorer_names if name not in known]
+    unknown = [n for n in scorer_names if n not in known and not n.startswith("rubric:")]
     if unknown:
         raise click.ClickException(f"unknown scorer {unknown[0]!r}; known: {', '.join(known)}")
     names = tuple(dict.fromkeys(scorer_names))
@@ -668,7 +668,10 @@ def eval_command(
             meaningful = meaningful.get("verdicts", True)
     else:
         with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
-            scorers = {name: make_scorer(name, judge, **settings) for name in names}
+            try:
+                scorers = {name: make_scorer(name, judge, **settings) for name in names}
+            except (ValueError, TypeError) as error:  # e.g. a rubric file that is not there
+                raise click.ClickException(str(error)) from None
             with progress:
                 report = evaluate_file(data, out, scorers, **options)
             judge_name, meaningful = judge.name, judge.meaningful

@@ -15,6 +15,7 @@ from localjudge.scorers.registry import (
     scorer_options,
 )
 from localjudge.scorers.result import ScorerResult, StepUsage
+from localjudge.scorers.rubric import RubricScorer, create_rubric_scorer
 from localjudge.scorers.run import ScorerRun
 from localjudge.scorers.shared import shared_judge
 from localjudge.scorers.text import round_half_up, split_sentences, split_statements
@@ -29,6 +30,7 @@ __all__ = [
     "SCORERS",
     "SEVERITY_WEIGHTS",
     "HallucinationScorer",
+    "RubricScorer",
     "Scorer",
     "ScorerResult",
     "ScorerRun",
@@ -36,6 +38,7 @@ __all__ = [
     "ToxicityScorer",
     "assistant_text",
     "create_hallucination_scorer",
+    "create_rubric_scorer",
     "create_toxicity_scorer",
     "extract_tool_results",
     "hallucination_score",

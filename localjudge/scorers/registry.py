@@ -10,6 +10,7 @@ from typing import Any
 
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.hallucination import HallucinationScorer, create_hallucination_scorer
+from localjudge.scorers.rubric import RubricScorer, create_rubric_scorer, rubric_file_options
 from localjudge.scorers.toxicity import ToxicityScorer, create_toxicity_scorer
 
 ScorerFactory = Callable[..., Scorer]  # factory(model, **options) -> Scorer
@@ -17,7 +18,9 @@ ScorerFactory = Callable[..., Scorer]  # factory(model, **options) -> Scorer
 SCORERS: dict[str, tuple[type[Scorer], ScorerFactory]] = {
     "hallucination": (HallucinationScorer, create_hallucination_scorer),
     "toxicity": (ToxicityScorer, create_toxicity_scorer),
+    "rubric": (RubricScorer, create_rubric_scorer),  # needs rubric=; or "rubric:FILE"
 }
+RUBRIC_FILE = "rubric:"  # "rubric:FILE": the rubric scorer with the options in FILE
 
 
 def register_scorer(name: str, cls: type[Scorer], factory: ScorerFactory | None = None) -> None:
@@ -34,6 +37,8 @@ def scorer_names() -> list[str]:
 
 
 def _entry(name: str) -> tuple[type[Scorer], ScorerFactory]:
+    if name.startswith(RUBRIC_FILE) and len(name) > len(RUBRIC_FILE):
+        return SCORERS["rubric"]
     try:
         return SCORERS[name]
     except KeyError:
@@ -55,10 +60,13 @@ def scorer_options(name: str) -> set[str]:
 
 
 def make_scorer(name: str, model: Any = None, **options: Any) -> Scorer:
-    """A scorer by its short name. Options that are None, or that this scorer does not
+    """A scorer by its short name, or "rubric:FILE" for a rubric scorer whose options are
+    in FILE (see `rubric_file_options`). Options that are None, or that this scorer does not
     take, are left out, so one option set configures several scorers (`score_mode` reaches
     the toxicity scorer only)."""
     _, factory = _entry(name)
     accepted = scorer_options(name)
     chosen = {k: v for k, v in options.items() if v is not None and k in accepted}
+    if name.startswith(RUBRIC_FILE) and len(name) > len(RUBRIC_FILE):
+        chosen = {"id": name, **chosen, **rubric_file_options(name[len(RUBRIC_FILE) :])}
     return factory(model, **chosen)
