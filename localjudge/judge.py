@@ -17,7 +17,6 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
-from localjudge.engine import EngineConfig, LlamaEngine
 from localjudge.engine.base import Engine
 from localjudge.errors import GenerationError, ModelError
 from localjudge.grammar import (
@@ -248,6 +247,8 @@ class Judge:
             name = f"{name}+{adapter.stem}"  # another judge: its own calibrations
         if prefill_cells < 0:
             raise ValueError(f"prefill_cells must be 0 or more, not {prefill_cells!r}")
+        from localjudge.engine.llama import EngineConfig, LlamaEngine  # llama_cpp, on first use
+
         config = EngineConfig(
             adapters=adapters,
             n_ctx_prefill=prefill_cells,

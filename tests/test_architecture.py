@@ -148,3 +148,19 @@ def test_register_scorer_refuses_what_is_not_a_scorer():
         register_scorer("bad", dict)
     with pytest.raises(ValueError, match="invalid scorer name"):
         register_scorer("has space", ConcisenessScorer)
+
+
+def test_the_package_and_the_pure_layers_load_without_llama_cpp():
+    """Only a real engine needs llama_cpp: importing localjudge (and so the pytest plugin
+    every pytest session of a user loads), the scheduler and the fake engine must not."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, localjudge, localjudge.pytest_plugin, localjudge.scheduler, "
+        "localjudge.engine.fake, localjudge.testing; "
+        "print('llama_cpp' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
