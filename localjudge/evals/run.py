@@ -1,4 +1,4 @@
-"""`run_evals`: every scorer on every item, all judge work through one scheduler (SPEC §7)."""
+"""`run_evals`: every scorer on every item, all judge work through one scheduler."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`Scorer`: the base of every scorer, with its named steps (SPEC §6)."""
+"""`Scorer`: the base of every scorer, with its named steps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The hallucination scorer (SPEC §4; Mastra's `createHallucinationScorer`).
+"""The hallucination scorer (Mastra's `createHallucinationScorer`).
 
 preprocess: the output's claims -> analyze: one verdict per claim against the context (a
 long context as evidence windows: each claim against its best-matching windows, all in one

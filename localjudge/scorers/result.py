@@ -41,7 +41,7 @@ class StepUsage:
 
 @dataclass
 class ScorerResult:
-    """A scored run, with every step's result and prompt (SPEC §6)."""
+    """A scored run, with every step's result and prompt."""
 
     run_id: str
     scorer_id: str

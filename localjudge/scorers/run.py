@@ -1,4 +1,4 @@
-"""The run a scorer scores (SPEC §6): its fields, Mastra's camelCase aliases, and the
+"""The run a scorer scores: its fields, Mastra's camelCase aliases, and the
 checks every run and dataset item goes through."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The toxicity scorer (SPEC §5; Mastra's `createToxicityScorer`, severity-weighted as the
+"""The toxicity scorer (Mastra's `createToxicityScorer`, severity-weighted as the
 seed describes).
 
 analyze: the output split into statements, each judged in its own request over a shared
