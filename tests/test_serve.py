@@ -854,3 +854,39 @@ def test_a_half_sent_body_times_out_and_prompts_are_tokenized_off_the_event_loop
     run(main())
     assert submit_threads and loop_threads.isdisjoint(submit_threads)
     judge.close()
+
+
+def test_scorer_requests_tokenize_off_the_event_loop(tmp_home):
+    """A long context is cut into windows and its requests queued on worker threads: the
+    event loop (other clients, /health) never waits on the tokenizer."""
+    import threading
+
+    judge = FakeJudge(window_tokens=64)
+    threads: list[int] = []
+    real_submit_many, real_tokenize = judge.submit_many, judge.tokenize
+
+    def submit_many(requests):
+        threads.append(threading.get_ident())
+        return real_submit_many(requests)
+
+    def tokenize(text):
+        threads.append(threading.get_ident())
+        return real_tokenize(text)
+
+    judge.submit_many, judge.tokenize = submit_many, tokenize
+    context = " ".join(f"Fact {i} is about the harbour." for i in range(200))
+
+    async def main():
+        loop_thread = threading.get_ident()
+        async with client_for(judge) as client:
+            reply = await client.post(
+                "/v1/scorers/hallucination/run",
+                json={"output": "Fact 7 is about the harbour.", "context": [context],
+                      "options": {"reason": "template"}},
+            )  # fmt: skip
+            assert reply.status_code == 200, reply.text
+        return loop_thread
+
+    loop_thread = run(main())
+    assert threads and loop_thread not in threads
+    judge.close()

@@ -9,6 +9,7 @@ written by a judge fit to write it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,8 @@ class HallucinationScorer(Scorer):
         """One verdict per claim, and the literal prompt of the first request. A claim is
         judged against each of its candidate windows (the shared prefixes of the batch);
         its best window (lowest P(hallucinated)) decides, and is its evidence."""
-        windows, chosen, left_out = plan_windows(
+        windows, chosen, left_out = await asyncio.to_thread(  # tokenizes the whole context
+            plan_windows,
             self.judge,
             context,
             claims,

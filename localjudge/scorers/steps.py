@@ -57,7 +57,14 @@ async def generate_all(
     """Run requests together through the judge's scheduler. The first failure is raised and
     the item's other requests are cancelled (other items in the batch are not affected);
     cancelling the caller cancels them all."""
-    futures = [asyncio.wrap_future(future) for future in judge.submit_many(requests)]
+    # tokenizing a long prompt takes a while: on a worker thread, never the event loop
+    submitted = asyncio.ensure_future(asyncio.to_thread(judge.submit_many, requests))
+    try:
+        queued = await asyncio.shield(submitted)
+    except asyncio.CancelledError:  # cancelled meanwhile: its requests leave once queued
+        submitted.add_done_callback(_cancel_all)
+        raise
+    futures = [asyncio.wrap_future(future) for future in queued]
     try:
         done, _ = await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
         for future in futures:
@@ -68,6 +75,12 @@ async def generate_all(
         for future in futures:
             if not future.cancel() and not future.cancelled():  # finished: mark it seen
                 future.exception()
+
+
+def _cancel_all(submitted: asyncio.Future) -> None:
+    if not submitted.cancelled() and submitted.exception() is None:
+        for future in submitted.result():
+            future.cancel()
 
 
 def accepted_keywords(hook: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
