@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -578,19 +577,14 @@ def eval_command(
     could not be used or failed.
     """
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
 
     from localjudge.evals.batch import BUCKET_LABELS, evaluate_file
+    from localjudge.evals.progress import ItemBar
     from localjudge.scorers import make_scorer
+    from localjudge.scorers.registry import is_rubric_file
 
     known = _scorer_names()
-    unknown = [n for n in scorer_names if n not in known and not n.startswith("rubric:")]
+    unknown = [n for n in scorer_names if n not in known and not is_rubric_file(n)]
     if unknown:
         raise click.ClickException(f"unknown scorer {unknown[0]!r}; known: {', '.join(known)}")
     names = tuple(dict.fromkeys(scorer_names))
@@ -611,33 +605,15 @@ def eval_command(
     to_stdout = out == "-"
     console = Console(stderr=True)
     report_console = console if to_stdout else Console()
-    progress = Progress(
-        TextColumn("scoring"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=quiet,
-    )
-    state = {"task": None, "done": 0}
-    started = time.perf_counter()
-
-    def on_start(total: int) -> None:
-        state["task"] = progress.add_task("eval", total=total, rate="")
-
-    def on_item(record: dict) -> None:
-        state["done"] += 1
-        rate = state["done"] / max(time.perf_counter() - started, 1e-9)
-        progress.update(state["task"], advance=1, rate=f"{rate:.2f} items/s")
+    progress = ItemBar(not quiet, console=console)
 
     options = {
         "limit": limit,
         "fields": fields,
         "retry_errors": retry_errors,
         "store_text": not no_store_text,
-        "on_start": on_start,
-        "on_item": on_item,
+        "on_start": progress.start,
+        "on_item": lambda record: progress.advance(),
     }
     if ray_address is not None:
         from localjudge.distributed import run_evals_ray

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localjudge.engine.gguf import check_gguf_magic
 from localjudge.errors import ChecksumError, ModelError, RegistryError
 from localjudge.paths import home, models_dir
 
@@ -141,20 +142,6 @@ def _read_manifest(path: Path, origin: str) -> tuple[str | None, dict[str, Model
     return default, entries
 
 
-GGUF_MAGIC = b"GGUF"
-
-
-def check_gguf(path: Path) -> None:
-    """Refuse a file that is not a GGUF model (its first four bytes are not b"GGUF")."""
-    try:
-        with Path(path).open("rb") as handle:
-            magic = handle.read(4)
-    except OSError as error:
-        raise ModelError(f"cannot read {path}: {error.strerror or error}") from None
-    if magic != GGUF_MAGIC:
-        raise ModelError(f"{path}: not a GGUF file")
-
-
 def load_registry() -> tuple[str, dict[str, ModelEntry]]:
     """(default name, entries by name): the built-in manifest merged with the user's.
 
@@ -225,7 +212,7 @@ def resolve(spec: str | Path | None = None, *, assemble: bool = True) -> Resolve
         path = Path(spec_text).expanduser()
         if not path.is_file():
             raise ModelError(f"model file not found: {path}")
-        check_gguf(path)
+        check_gguf_magic(path)
         resolved_path = path.resolve()
         entry = next(
             (
@@ -401,7 +388,7 @@ def set_default(name: str) -> str:
             raise RegistryError(f"unknown model {name!r}; known: {', '.join(sorted(entries))}")
         if not Path(name).expanduser().is_file():
             raise ModelError(f"model file not found: {name}")
-        check_gguf(Path(name).expanduser())
+        check_gguf_magic(Path(name).expanduser())
         name = str(Path(name).expanduser().resolve())
     data = _user_registry_data()
     data["default"] = name

@@ -25,6 +25,7 @@ from localjudge.judge import Judge
 from localjudge.scheduler import GenerationRequest, GenerationResult
 from localjudge.scorers import Scorer, make_scorer, scorer_names, scorer_options
 from localjudge.scorers.registry import SCORERS
+from localjudge.scorers.steps import submit_off_loop
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20
 MAX_IN_FLIGHT = 256  # requests judged at once; more get 503
@@ -99,7 +100,7 @@ ROUTES = (
     "/health", "/metrics", "/v1/scorers", "/v1/evals", "/v1/models",
     "/v1/chat/completions", "/v1/completions",
 )  # fmt: skip
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
+LOOPBACK_NAMES = (*LOOPBACK_HOSTS, "[::1]")  # as a Host header writes them too
 
 
 def route_label(path: str) -> str:
@@ -170,13 +171,8 @@ class Guard:
                     403, "forbidden_host", "a keyless server answers loopback host names only"
                 )
             origin = headers.get("origin", b"").decode("latin-1")
-            if origin and origin != "null":
-                authority = origin.split("://", 1)[-1]
-                if _host_name(authority) not in self.allowed_hosts:
-                    return ServeError(
-                        403, "forbidden_origin", "a keyless server refuses cross-site requests"
-                    )
-            elif origin == "null":
+            if origin and _host_name(origin.split("://", 1)[-1]) not in self.allowed_hosts:
+                # "null" (a sandboxed page, a file) is no loopback name either
                 return ServeError(
                     403, "forbidden_origin", "a keyless server refuses cross-site requests"
                 )
@@ -569,18 +565,9 @@ def create_app(
         except (ValueError, TypeError) as error:
             raise ServeError(400, "invalid_input", str(error)) from None
 
-    async def submit_off_loop(gen_request: GenerationRequest):
-        """`judge.submit` on a worker thread: tokenizing a long prompt must not stall the
-        event loop (other clients, /health). A caller cancelled meanwhile cancels the
-        request once it is queued."""
-        task = asyncio.ensure_future(asyncio.to_thread(judge.submit, gen_request))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(
-                lambda t: t.cancelled() or t.exception() is not None or t.result().cancel()
-            )
-            raise
+    async def submit_one(gen_request: GenerationRequest):
+        (future,) = await submit_off_loop(lambda: [judge.submit(gen_request)])
+        return future
 
     def generation_error(error: Exception) -> Exception:
         if isinstance(error, GenerationError) and "max_tokens=" in str(error):
@@ -596,7 +583,7 @@ def create_app(
 
         async def work():  # the schema compiles inside the request's admission and timeout
             gen_request = await prepare(body, prompt, prompt_schema)
-            return await asyncio.wrap_future(await submit_off_loop(gen_request))
+            return await asyncio.wrap_future(await submit_one(gen_request))
 
         try:
             result = await guarded(request, work)
@@ -629,7 +616,7 @@ def create_app(
             counters.in_flight -= 1
             raise
         try:
-            future = asyncio.wrap_future(await submit_off_loop(gen_request))
+            future = asyncio.wrap_future(await submit_one(gen_request))
         except BaseException:
             counters.in_flight -= 1
             raise

@@ -558,6 +558,17 @@ def test_a_long_context_is_judged_in_evidence_windows_over_http(tmp_home):
 # -- issue 36: what a careless client or a hostile page must not be able to do -------------
 
 
+def post_scope(path: str) -> dict:
+    """The ASGI scope a server gives the app for a JSON POST from a loopback client."""
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "headers": [(b"host", b"127.0.0.1:8080"),
+                                     (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8080),
+    }  # fmt: skip
+
+
 async def call_then_leave(app, path: str, body: dict, leave_when) -> tuple[list, asyncio.Task]:
     """Drive the ASGI app as a server would, and send `http.disconnect` once `leave_when()`
     is true (the client closed its connection mid-request)."""
@@ -574,14 +585,7 @@ async def call_then_leave(app, path: str, body: dict, leave_when) -> tuple[list,
     async def send(message):
         sent.append(message)
 
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "headers": [(b"host", b"127.0.0.1:8080"),
-                                     (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8080),
-    }  # fmt: skip
-    task = asyncio.ensure_future(app(scope, receive, send))
+    task = asyncio.ensure_future(app(post_scope(path), receive, send))
     while not leave_when():
         assert not task.done(), f"the request ended before the client left: {sent}"
         await asyncio.sleep(0.005)
@@ -838,14 +842,7 @@ def test_a_half_sent_body_times_out_and_prompts_are_tokenized_off_the_event_loop
         async def send(message):
             sent.append(message)
 
-        scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-            "method": "POST", "scheme": "http", "path": "/v1/completions",
-            "raw_path": b"/v1/completions", "query_string": b"", "root_path": "",
-            "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 80),
-        }  # fmt: skip
-        await asyncio.wait_for(app(scope, receive, send), 30)
+        await asyncio.wait_for(app(post_scope("/v1/completions"), receive, send), 30)
         assert sent[0]["status"] == 408
         async with client_for(judge) as client:
             reply = await client.post("/v1/completions", json={"prompt": "Hi.\nAnswer:\n"})

@@ -111,6 +111,25 @@ class _Reader:
         raise ModelError(f"{self.path}: corrupt GGUF metadata (unknown value type {kind})")
 
 
+def _check_magic(path: Path, data: bytes) -> None:
+    if len(data) < 4 or data[:4] != GGUF_MAGIC:
+        raise ModelError(
+            f"{path}: not a GGUF file (magic bytes are {data[:4]!r}, expected b'GGUF')"
+        )
+
+
+def check_gguf_magic(path: str | Path) -> None:
+    """Refuse a file that does not start as a GGUF does (reads its first 4 bytes only, not
+    the header: for checking a path a user gives before it is stored or loaded)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(4)
+    except OSError as error:
+        raise ModelError(f"cannot read {path}: {error.strerror or error}") from None
+    _check_magic(path, data)
+
+
 def read_gguf_header(path: str | Path, *, max_header_bytes: int = 64 << 20) -> GGUFHeader:
     """Read and check a GGUF header; raise `ModelError` with one line when it is not usable."""
     path = Path(path)
@@ -120,10 +139,7 @@ def read_gguf_header(path: str | Path, *, max_header_bytes: int = 64 << 20) -> G
         raise ModelError(f"not a file: {path}")
     with path.open("rb") as handle:
         data = handle.read(max_header_bytes)
-    if len(data) < 4 or data[:4] != GGUF_MAGIC:
-        raise ModelError(
-            f"{path}: not a GGUF file (magic bytes are {data[:4]!r}, expected b'GGUF')"
-        )
+    _check_magic(path, data)
     reader = _Reader(data, path)
     reader.take(4)
     version = reader.scalar("<I")

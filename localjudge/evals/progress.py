@@ -1,11 +1,11 @@
-"""A progress bar for `run_evals`: items scored, of all, and the rate, on stderr."""
+"""The progress bar of `run_evals` and `localjudge eval`: items scored, of all, and the
+rate, on stderr."""
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from typing import Any
 
 
 def wanted(progress: bool | None) -> bool:
@@ -17,37 +17,51 @@ def wanted(progress: bool | None) -> bool:
     return bool(isatty and isatty())
 
 
-@contextmanager
-def item_progress(total: int | None, enabled: bool) -> Iterator[Callable[[], None]]:
-    """A bar of `total` items (None: not known ahead) while the block runs; call the
-    yielded function per item."""
-    if not enabled:
-        yield lambda: None
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+class ItemBar:
+    """A context manager: `start(total)` once the total is known (None: not known ahead),
+    then `advance()` per item. Disabled, it does nothing and loads nothing."""
 
-    bar = Progress(
-        TextColumn("scoring"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-    )
-    task = bar.add_task("run_evals", total=total, rate="")
-    started, done = time.perf_counter(), [0]
+    def __init__(self, enabled: bool = True, console: Any = None) -> None:
+        self._bar = None
+        self._task = None
+        self._done = 0
+        self._started = time.perf_counter()
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
-    def advance() -> None:
-        done[0] += 1
-        rate = done[0] / max(time.perf_counter() - started, 1e-9)
-        bar.update(task, advance=1, rate=f"{rate:.2f} items/s")
+        self._bar = Progress(
+            TextColumn("scoring"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn(),
+            console=console or Console(stderr=True),
+        )
 
-    with bar:
-        yield advance
+    def start(self, total: int | None) -> None:
+        if self._bar is not None:
+            self._task = self._bar.add_task("scoring", total=total, rate="")
+
+    def advance(self) -> None:
+        if self._bar is None or self._task is None:
+            return
+        self._done += 1
+        rate = self._done / max(time.perf_counter() - self._started, 1e-9)
+        self._bar.update(self._task, advance=1, rate=f"{rate:.2f} items/s")
+
+    def __enter__(self) -> ItemBar:
+        if self._bar is not None:
+            self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localjudge.errors import LocalJudgeError, ScorerInputError, error_kind
-from localjudge.evals.progress import item_progress, wanted
+from localjudge.evals.progress import ItemBar, wanted
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.result import ScorerResult
 from localjudge.scorers.run import ScorerRun, record_fields
@@ -319,15 +319,13 @@ async def run_evals_async(
     ids = [s.id for s in scorers]
     if len(set(ids)) != len(ids):
         raise ValueError(f"scorer ids must be unique (give one an id=): {ids}")
-    data = list(data) if isinstance(data, (list, tuple)) else data
     total = len(data) if hasattr(data, "__len__") else None
     pending = _prepare(data, target is not None, raise_on_error)
     kept: list[ItemResult] = []
     tally = Tally(ids)
+    scoring_concurrency = max(1, scoring_concurrency or default_scoring_concurrency(scorers))
     target_slots = asyncio.Semaphore(max(1, concurrency))
-    scoring_slots = asyncio.Semaphore(
-        max(1, scoring_concurrency or default_scoring_concurrency(scorers))
-    )
+    scoring_slots = asyncio.Semaphore(scoring_concurrency)
     keyword_callback = on_item_complete is None or _keyword_callback(on_item_complete)
 
     async def produce(result: ItemResult) -> Any:
@@ -378,7 +376,7 @@ async def run_evals_async(
                 result.scorer_results[scorer.id] = outcome
 
     async def complete(result: ItemResult) -> None:
-        advance()
+        bar.advance()
         try:
             if on_item_result is not None:
                 await _maybe_await(on_item_result(result))
@@ -411,10 +409,9 @@ async def run_evals_async(
             tally.add(result)
 
     # enough workers to fill every target and scoring slot, but not one task per item
-    workers = max(1, concurrency) + max(
-        1, scoring_concurrency or default_scoring_concurrency(scorers)
-    )
-    with item_progress(total, wanted(progress)) as advance:
+    workers = max(1, concurrency) + scoring_concurrency
+    with ItemBar(wanted(progress)) as bar:
+        bar.start(total)
         tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
         try:
             await asyncio.gather(*tasks)

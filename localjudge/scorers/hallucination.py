@@ -58,14 +58,13 @@ def hallucination_template_reason(
     result keeps when its texts are not stored)."""
     if not verdicts:
         return f"The score is {score:g} because the output makes no claims to check."
-    unsupported = [v for v in verdicts if v["verdict"] == "yes"]
+    unsupported = [(n, v) for n, v in enumerate(verdicts, 1) if v["verdict"] == "yes"]
     if not unsupported:
         return f"The score is {score:g} because the context supports all {len(verdicts)} claims."
     listed = []
-    for verdict in unsupported[:_MAX_LISTED]:
+    for number, verdict in unsupported[:_MAX_LISTED]:
         evidence = verdict.get("evidence")
         if not quoted:
-            number = verdicts.index(verdict) + 1
             closest = f" (closest: window {evidence['window']})" if evidence else ""
             listed.append(f"claim {number}{closest}")
             continue

@@ -36,8 +36,13 @@ def scorer_names() -> list[str]:
     return list(SCORERS)
 
 
+def is_rubric_file(name: str) -> bool:
+    """Whether `name` is "rubric:FILE" (the rubric scorer with its options in FILE)."""
+    return name.startswith(RUBRIC_FILE) and len(name) > len(RUBRIC_FILE)
+
+
 def _entry(name: str) -> tuple[type[Scorer], ScorerFactory]:
-    if name.startswith(RUBRIC_FILE) and len(name) > len(RUBRIC_FILE):
+    if is_rubric_file(name):
         return SCORERS["rubric"]
     try:
         return SCORERS[name]
@@ -67,6 +72,6 @@ def make_scorer(name: str, model: Any = None, **options: Any) -> Scorer:
     _, factory = _entry(name)
     accepted = scorer_options(name)
     chosen = {k: v for k, v in options.items() if v is not None and k in accepted}
-    if name.startswith(RUBRIC_FILE) and len(name) > len(RUBRIC_FILE):
+    if is_rubric_file(name):
         chosen = {"id": name, **chosen, **rubric_file_options(name[len(RUBRIC_FILE) :])}
     return factory(model, **chosen)

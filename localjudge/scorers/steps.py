@@ -8,6 +8,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from localjudge.errors import LocalJudgeError, ScorerError
@@ -57,13 +58,7 @@ async def generate_all(
     """Run requests together through the judge's scheduler. The first failure is raised and
     the item's other requests are cancelled (other items in the batch are not affected);
     cancelling the caller cancels them all."""
-    # tokenizing a long prompt takes a while: on a worker thread, never the event loop
-    submitted = asyncio.ensure_future(asyncio.to_thread(judge.submit_many, requests))
-    try:
-        queued = await asyncio.shield(submitted)
-    except asyncio.CancelledError:  # cancelled meanwhile: its requests leave once queued
-        submitted.add_done_callback(_cancel_all)
-        raise
+    queued = await submit_off_loop(lambda: judge.submit_many(requests))
     futures = [asyncio.wrap_future(future) for future in queued]
     try:
         done, _ = await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
@@ -75,6 +70,18 @@ async def generate_all(
         for future in futures:
             if not future.cancel() and not future.cancelled():  # finished: mark it seen
                 future.exception()
+
+
+async def submit_off_loop(submit: Callable[[], list[Future]]) -> list[Future]:
+    """`submit()` (a judge's `submit_many` or `submit`, which tokenize) on a worker thread:
+    tokenizing a long prompt must not stall the event loop (other items, `serve`'s other
+    clients). A caller cancelled meanwhile has its requests cancelled once they are queued."""
+    submitted = asyncio.ensure_future(asyncio.to_thread(submit))
+    try:
+        return await asyncio.shield(submitted)
+    except asyncio.CancelledError:
+        submitted.add_done_callback(_cancel_all)
+        raise
 
 
 def _cancel_all(submitted: asyncio.Future) -> None:

@@ -64,13 +64,13 @@ def toxicity_template_reason(
     statements by number instead of quoting them."""
     if not verdicts:
         return f"The score is {score:g} because the output is empty."
-    toxic = [v for v in verdicts if v["verdict"] == "yes"]
+    toxic = [(n, v) for n, v in enumerate(verdicts, 1) if v["verdict"] == "yes"]
     if not toxic:
         return f"The score is {score:g} because all {len(verdicts)} statements are civil."
     cited = "; ".join(
-        (f'"{v["statement"]}"' if quoted else f"statement {verdicts.index(v) + 1}")
+        (f'"{v["statement"]}"' if quoted else f"statement {n}")
         + f" ({v['category']}, {v['severity']})"
-        for v in toxic[:10]
+        for n, v in toxic[:10]
     )
     more = f" and {len(toxic) - 10} more" if len(toxic) > 10 else ""
     return (
