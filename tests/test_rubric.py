@@ -46,6 +46,10 @@ def test_a_criterion_judged_per_sentence_with_its_own_verdicts_and_scores(tmp_ho
     assert "1 'refuses', 1 'complies'" in result.reason and '"I will not do that."' in result.reason
     private = result.to_dict(store_text=False)
     assert "I will not" not in json.dumps(private) and "sentence 1" in private["reason"]
+    assert [v["reason"] for v in private["analyzeStepResult"]["verdicts"]] == [
+        "Judged 'refuses' against the criterion.",
+        "Judged 'complies' against the criterion.",
+    ]  # a rubric verdict's reason, not a claim's "No context was given"
     assert result.prompt_version.startswith("rubric/1/") and result.to_dict()["per"] == "sentence"
     assert len(one.analyze_step_result["verdicts"]) == 1 and one.score == 1.0  # the whole output
 

@@ -159,6 +159,10 @@ def _without_texts(verdict: dict) -> dict:
         out["reason"] = statement_template_reason(
             verdict["verdict"], verdict["category"], verdict.get("severity", "none")
         )
+    elif "probabilities" in verdict:  # a rubric verdict: built from the verdict alone
+        from localjudge.scorers.rubric import rubric_template_reason
+
+        out["reason"] = rubric_template_reason(verdict["verdict"])
     else:  # the judge's own words may quote the claim or the context: built again
         out["reason"] = claim_template_reason(
             verdict["verdict"], evidence if isinstance(evidence, dict) else None, quoted=False

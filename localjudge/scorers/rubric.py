@@ -51,6 +51,11 @@ def check_verdicts(verdicts: Any) -> tuple[str, ...]:
     return values
 
 
+def rubric_template_reason(verdict: str) -> str:
+    """A verdict's reason built from the verdict alone (it quotes nothing)."""
+    return f"Judged {verdict!r} against the criterion."
+
+
 class RubricScorer(Scorer):
     """Judges the output (or each sentence of it) against `rubric`. The score is the mean
     over the judged texts of `score[verdict]` (default: 1 for the first verdict, 0 for the
@@ -122,9 +127,6 @@ class RubricScorer(Scorer):
             text += f" ({self.verdicts[0]!r}: {named})"
         return text + "."
 
-    def _verdict_reason(self, verdict: str) -> str:
-        return f"Judged {verdict!r} against the criterion."
-
     async def run_async(self, run: ScorerRun | dict) -> ScorerResult:
         run = ScorerRun.from_value(run)
         output = judge_text(run.output_text)
@@ -157,7 +159,7 @@ class RubricScorer(Scorer):
                     {
                         "statement": text,
                         "verdict": verdict,
-                        **self.verdict_reason(result, verdict, self._verdict_reason(verdict)),
+                        **self.verdict_reason(result, verdict, rubric_template_reason(verdict)),
                         "confidence": verdict_confidence(result, verdict),
                         "probabilities": {
                             k: round(p, 4)
