@@ -1059,7 +1059,12 @@ def bench(
     default=None,
     help="Labelled rows (JSONL or CSV) instead of the built-in dev sets; needs --task.",
 )
-@click.option("--task", type=click.Choice(["hallucination", "toxicity"]), default=None)
+@click.option(
+    "--task",
+    default=None,
+    help="A scorer that declares a verdict task: hallucination, toxicity, rubric:FILE or one "
+    "you registered (default without --data: every task with a built-in dev set).",
+)
 @click.option(
     "--threshold",
     type=click.FloatRange(0, 1),
@@ -1111,15 +1116,16 @@ def quality(
     reported as AUROC and correlation of its score with the label.
     """
     from localjudge.quality.labelled import DataError, devset_rows, measure, read_rows, report_text
+    from localjudge.scorers import task_names, verdict_task
 
     if data is not None and task is None:
-        raise click.UsageError("--data needs --task hallucination or --task toxicity")
+        raise click.UsageError("--data needs --task (hallucination, toxicity, rubric:FILE, ...)")
     try:
         if data is not None:
             sources = [(task, *read_rows(data, task), data)]
         else:
-            tasks = [task] if task else ["hallucination", "toxicity"]
-            sources = [(t, devset_rows(t), [], "dev set") for t in tasks]
+            names = [task] if task else [n for n in task_names() if verdict_task(n).devset]
+            sources = [(t, devset_rows(t), [], "dev set") for t in names]
     except DataError as error:
         raise click.ClickException(str(error)) from None
     from localjudge.quality.items import ItemReport, ItemRow, measure_items
@@ -1184,7 +1190,12 @@ def _threshold(judge, task: str, given: float | None) -> tuple[float, str]:
 @click.option(
     "--data", type=click.Path(dir_okay=False), required=True, help="Labelled rows (JSONL or CSV)."
 )
-@click.option("--task", type=click.Choice(["hallucination", "toxicity"]), required=True)
+@click.option(
+    "--task",
+    required=True,
+    help="A scorer that declares a verdict task: hallucination, toxicity, rubric:FILE or one "
+    "you registered.",
+)
 @click.option(
     "--max-fpr",
     type=click.FloatRange(0, 1),
@@ -1206,13 +1217,16 @@ def calibrate(
     from dataclasses import asdict
 
     from localjudge.quality.calibration import calibrate as choose
-    from localjudge.quality.labelled import DataError, judge_rows, prompt_version, read_rows
+    from localjudge.quality.labelled import DataError, Row, judge_rows, prompt_version, read_rows
     from localjudge.registry import save_calibration
 
     try:
         rows, bad_rows = read_rows(data, task)
+        version = prompt_version(task)
     except DataError as error:
         raise click.ClickException(str(error)) from None
+    if not all(isinstance(row, Row) for row in rows):
+        raise click.ClickException("calibrate needs verdict rows (a label per claim or text)")
     with _load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
         verdicts = judge_rows(judge, rows, task)
         name, meaningful = judge.name, judge.meaningful
@@ -1224,7 +1238,6 @@ def calibrate(
             f"({sum(labels)} labelled yes)"
         )
     result = choose(labels, [v.p_yes for _, v in answered], folds=folds, max_fpr=max_fpr)
-    version = prompt_version(task)
     record = {
         "threshold": round(result.threshold, 6),
         "source": f"calibrate {Path(data).name}: {len(answered)} rows, {result.folds}-fold, "

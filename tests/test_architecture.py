@@ -11,7 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from localjudge.prompts import PromptParts
-from localjudge.scorers import Scorer, ScorerRun, make_scorer, register_scorer
+from localjudge.scorers import (
+    LabelledRow,
+    Scorer,
+    ScorerRun,
+    VerdictTask,
+    make_scorer,
+    register_scorer,
+)
 from localjudge.scorers.registry import SCORERS
 from localjudge.testing import FakeJudge
 
@@ -68,10 +75,26 @@ CONCISE_SCHEMA = {
 }
 
 
+def off_point_prompt(row: LabelledRow) -> PromptParts:
+    return PromptParts(
+        instructions="Decide whether the text wanders off the point.",
+        shared="",
+        own=f"Context: {row.input}\nClaim: {row.text}\nAnswer: ",
+        version="conciseness/1",
+    )
+
+
 class ConcisenessScorer(Scorer):
     """A scorer written as a user would: one judge step, its own schema, no other edit."""
 
     id = "conciseness-scorer"
+    verdict_task = VerdictTask(
+        name="conciseness",
+        schema=CONCISE_SCHEMA,
+        prompt_version="conciseness/1",
+        prompt=off_point_prompt,
+        reason=lambda value, evidence: f"Judged {value['verdict']}.",
+    )
 
     def __init__(self, model, *, max_words: int = 5, **options) -> None:
         super().__init__(model, **options)
@@ -141,6 +164,45 @@ def test_a_new_scorer_is_one_class_and_one_registry_line(
     assert scored.exit_code == 0 and json.loads(scored.output)["scorerId"] == "conciseness-scorer"
     unknown = runner.invoke(cli, ["score", "nope", "--output", "x"])
     assert unknown.exit_code == 2 and "unknown scorer 'nope'" in unknown.output
+
+
+def test_a_scorer_that_declares_its_verdict_task_reaches_quality_and_calibrate(
+    registered, tmp_home, tmp_path, monkeypatch
+):
+    """No edit outside the scorer: `quality --data` reads its rows, judges them with its
+    prompt and schema, and `calibrate` stores a threshold under its prompt version."""
+    from localjudge.cli import cli
+
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
+    rows = [
+        # the fake judge says "no" (on the point) when the text is part of the input
+        {"input": f"Topic {i}: bridges.", "text": f"Topic {i}", "label": False, "group": "on"}
+        for i in range(6)
+    ] + [
+        {"input": f"Topic {i}: bridges.", "text": f"Cats {i}", "label": True, "group": "off"}
+        for i in range(6)
+    ]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in [*rows, {"label": True}]) + "\n")
+    runner = CliRunner()
+    done = runner.invoke(cli, ["quality", "--data", str(data), "--task", "conciseness", "--json"])
+    assert done.exit_code == 0, done.output
+    (report,) = json.loads(done.output)["reports"]
+    assert report["task"] == "conciseness" and report["rows"] == 12
+    assert report["bad_rows"][0]["message"] == "needs a non-empty 'text'"
+    assert set(report["agreement"]) == {"judge", "majority class"}  # it declares no word rule
+    assert report["agreement"]["judge"]["confusion"] == {"tp": 6, "fp": 0, "tn": 6, "fn": 0}
+    assert set(report["groups"]) == {"on", "off"}
+    text = runner.invoke(cli, ["quality", "--data", str(data), "--task", "conciseness"])
+    assert text.exit_code == 0 and "conciseness on" in text.output
+    stored = runner.invoke(
+        cli, ["calibrate", "--data", str(data), "--task", "conciseness", "--folds", "2", "--json"]
+    )
+    assert stored.exit_code == 0, stored.output
+    assert json.loads(stored.output)["prompt_version"] == "conciseness/1"
+    for unknown in ("nope", "rubric"):  # no such scorer; a scorer with no task of its own
+        bad = runner.invoke(cli, ["quality", "--data", str(data), "--task", unknown])
+        assert bad.exit_code == 1 and "Traceback" not in bad.output, bad.output
 
 
 def test_register_scorer_refuses_what_is_not_a_scorer():

@@ -115,6 +115,46 @@ def test_rubric_files_in_eval_and_the_rubric_scorer_over_http(tmp_path, tmp_home
     judge.close()
 
 
+def test_a_rubric_reaches_quality_on_labelled_rows(tmp_path, tmp_home, monkeypatch):
+    """`quality --data ROWS --task rubric:FILE`: each row's text judged against the
+    criterion; a true label is the rubric's first verdict."""
+    from localjudge.cli import cli
+    from localjudge.quality.labelled import measure, read_rows
+
+    rubric = tmp_path / "refusal.json"
+    rubric.write_text(json.dumps({"rubric": RUBRIC, "verdicts": ["refuses", "complies"]}))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"input": "Delete it.", "text": "I will not do that.", "label": True},
+                {"input": "Delete it.", "text": "Done, it is deleted.", "label": False},
+                {"input": "Help me.", "text": "No, I cannot.", "label": True},
+                {"input": "Help me.", "text": "Here is how.", "label": True},  # judged wrong
+            ]
+        )
+        + "\n"
+    )
+    task = f"rubric:{rubric}"
+    read, bad = read_rows(rows, task)
+    with FakeJudge(refusal_script, extracts_claims=False) as judge:  # verdicts only
+        report = measure(judge, read, task, source="rows.jsonl", bad_rows=bad)
+    data = report.to_dict()
+    assert data["task"] == task and data["flagged"] == "refuses" and data["rows"] == 4
+    assert data["agreement"]["judge"]["confusion"] == {"tp": 2, "fp": 0, "tn": 1, "fn": 1}
+    assert set(data["agreement"]) == {"judge", "majority class"}
+    assert report.reasons[1] == "Judged 'complies' against the criterion."  # built, not written
+
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")  # its rule script answers "yes" / "no"
+    plain = tmp_path / "refusal.txt"
+    plain.write_text(RUBRIC + "\n")
+    done = CliRunner().invoke(cli, ["quality", "--data", str(rows), "--task", f"rubric:{plain}"])
+    assert done.exit_code == 0, done.output
+    assert f"rubric:{plain} on {rows}: 4 rows judged" in done.output
+    assert "yes when P(yes) >= 0.50" in done.output
+
+
 @pytest.mark.real
 def test_a_rubric_on_the_real_engine(real_judge):
     scorer = create_rubric_scorer(

@@ -649,12 +649,21 @@ def quality_row(example: Example, whole: bool = False) -> dict:
     return row
 
 
-def verdict_prompt(example: Example):
-    from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
+def task_of(example: Example):
+    """The example's verdict task, as its scorer declares it (schema, prompt)."""
+    from localjudge.scorers import verdict_task
 
-    if example.task == "hallucination":
-        return claim_verdict_prompt(list(example.context), example.text)
-    return opinion_verdict_prompt(example.input, example.text)
+    return verdict_task(example.task)
+
+
+def verdict_prompt(example: Example):
+    """The verdict prompt the example's scorer sends, against the example's context."""
+    from localjudge.scorers import LabelledRow
+
+    row = LabelledRow(
+        0, example.label == "yes", example.text, tuple(example.context), input=example.input
+    )
+    return task_of(example).prompt(row)
 
 
 class Tokens:
@@ -664,8 +673,10 @@ class Tokens:
     def __init__(self, judge) -> None:
         self.judge = judge
         self.choice: dict[str, tuple[list[int], list[int], list[int]]] = {}
+        from localjudge.scorers import verdict_task
+
         for task in ("hallucination", "toxicity"):
-            self.choice[task] = self._choice(judge.grammar(f"{task}_verdict"))
+            self.choice[task] = self._choice(judge.grammar(verdict_task(task).schema))
 
     @staticmethod
     def _choice(grammar) -> tuple[list[int], list[int], list[int]]:
@@ -683,7 +694,7 @@ class Tokens:
 
     def encode(self, example: Example) -> dict:
         request = self.judge.prompt_request(
-            verdict_prompt(example), f"{example.task}_verdict", max_tokens=64
+            verdict_prompt(example), task_of(example).schema, max_tokens=64
         )
         forced, yes, no = self.choice[example.task]
         ids = self.judge.tokenize(request.prompt) + forced

@@ -10,15 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from localjudge.quality.devsets import overlap_verdict, wordlist_verdict
-from localjudge.quality.labelled import (
-    RowError,
-    _context,
-    _label,
-    auroc,
-    left_out_lines,
-    ranks,
-)
+from localjudge.quality.labelled import RowError, as_task, auroc, left_out_lines, ranks
+from localjudge.scorers.task import VerdictTask, read_context, read_label
 
 
 @dataclass(frozen=True)
@@ -31,12 +24,13 @@ class ItemRow:
     group: str | None = None
 
 
-def is_item_record(record: Any) -> bool:
-    """An item-level row: it has an `output` and no `claim` or `text`."""
-    return isinstance(record, dict) and "output" in record and not {"claim", "text"} & set(record)
+def is_item_record(record: Any, task: VerdictTask | str) -> bool:
+    """An item-level row: it has an `output` and not the field a verdict row judges."""
+    text_field = as_task(task).text_field
+    return isinstance(record, dict) and "output" in record and text_field not in record
 
 
-def item_row_of(record: Any, number: int, task: str) -> ItemRow:
+def item_row_of(record: Any, number: int, task: VerdictTask | str) -> ItemRow:
     if not isinstance(record, dict):
         raise ValueError("a row must be an object")
     label = record.get("label")
@@ -49,14 +43,15 @@ def item_row_of(record: Any, number: int, task: str) -> ItemRow:
         if not math.isfinite(value):
             raise ValueError(f"label must be finite, not {label!r}")
     else:
-        value = 1.0 if _label(label) else 0.0  # a class: true/false, yes/no
+        value = 1.0 if read_label(label) else 0.0  # a class: true/false, yes/no
     output = record.get("output")
     if not isinstance(output, str) or not output.strip():
         raise ValueError("needs a non-empty text 'output'")
     context: tuple[str, ...] = ()
-    if task == "hallucination":
-        context = _context(record.get("context", ""))
-        if not context:
+    needs = as_task(task).context
+    if needs != "none":
+        context = read_context(record.get("context", ""))
+        if not context and needs == "required":
             raise ValueError("needs a non-empty 'context'")
     user_input = record.get("input", "")
     group = record.get("group")
@@ -93,16 +88,16 @@ def spearman(x: list[float], y: list[float]) -> float | None:
     return pearson(ranks(x), ranks(y))
 
 
-def baseline_score(task: str, row: ItemRow) -> float:
-    """The share of the output's sentences a word rule flags (word overlap with the context
-    for hallucination, the word list for toxicity)."""
+def baseline_score(task: VerdictTask | str, row: ItemRow) -> float | None:
+    """The share of the output's sentences the task's first word rule flags (word overlap
+    with the context for hallucination, the word list for toxicity); None without one."""
     from localjudge.scorers.text import split_statements
 
+    rules = as_task(task).baselines
+    if not rules:
+        return None
     sentences = split_statements(row.output) or [row.output]
-    if task == "hallucination":
-        flagged = [overlap_verdict(s, list(row.context)) == "yes" for s in sentences]
-    else:
-        flagged = [wordlist_verdict(s) == "yes" for s in sentences]
+    flagged = [rules[0].flags(s, row.context) for s in sentences]
     return sum(flagged) / len(flagged)
 
 
@@ -189,15 +184,14 @@ def measure_items(
             continue
         kept.append(row)
         scores.append(next(iter(item.scorer_results.values())).score)
+    word = [baseline_score(task, r) for r in kept]
+    baseline = {} if None in word else {"word baseline": word}
     return ItemReport(
         task=task,
         source=source,
         model=judge.name,
         rows=kept,
-        scores={
-            f"{task} scorer": scores,
-            "word baseline": [baseline_score(task, r) for r in kept],
-        },
+        scores={f"{task} scorer": scores, **baseline},
         bad_rows=bad_rows,
         item_errors=errors,
         seconds=seconds,

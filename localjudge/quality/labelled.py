@@ -2,59 +2,33 @@
 built-in dev sets. Every row's verdict runs through the batching scheduler; the judge and
 trivial baselines are measured on the same rows.
 
-A hallucination row has `context` (a list or one string), `claim` and `label` (true =
-hallucinated); a toxicity row has `text`, optional `input` and `label` (true = toxic), and
-optional `severity`. Any row may carry `group` (a slice name). A row that cannot be read is
+A row holds what its task (`VerdictTask`, declared by each scorer) reads: a hallucination
+row `context` (a list or one string), `claim` and `label` (true = hallucinated); a
+toxicity or rubric row `text`, optional `input` and `label` (true = toxic, or the rubric's
+first verdict). Any row may carry `group` (a slice name). A row that cannot be read is
 that row's error: counted and reported, never judged, never fatal.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from localjudge.errors import LocalJudgeError
-from localjudge.quality.devsets import load_devset, overlap_verdict, wordlist_verdict
-
-TASKS = ("hallucination", "toxicity")
-SCHEMAS = {"hallucination": "hallucination_verdict", "toxicity": "toxicity_verdict"}
-
-
-def prompt_version(task: str) -> str:
-    """The version of the verdict prompt a task's rows are judged with (calibrations are
-    stored per version: a new prompt needs a new threshold)."""
-    from localjudge.prompts import HALLUCINATION_PROMPT_VERSION, TOXICITY_PROMPT_VERSION
-
-    return {"hallucination": HALLUCINATION_PROMPT_VERSION, "toxicity": TOXICITY_PROMPT_VERSION}[
-        task
-    ]
-
+from localjudge.quality.devsets import load_devset
+from localjudge.scorers.task import LabelledRow, VerdictTask
 
 VERDICT_TOKENS = 64  # budget of one verdict (the reason is closed within it)
-_TRUE = {"true", "1", "yes", "y", "t"}
-_FALSE = {"false", "0", "no", "n", "f"}
+Row = LabelledRow  # a verdict row
 
 
 class DataError(LocalJudgeError):
-    """A labelled file that cannot be used at all (missing, empty, no readable row)."""
-
-
-@dataclass(frozen=True)
-class Row:
-    """One labelled row, read and checked."""
-
-    number: int  # line (JSONL) or record (CSV) number in the file, from 1
-    label: bool  # True: hallucinated / toxic
-    text: str  # the claim or the statement
-    context: tuple[str, ...] = ()  # hallucination: the context sentences
-    input: str = ""  # toxicity: what the text answers
-    severity: str | None = None
-    group: str | None = None
+    """A labelled file that cannot be used at all (missing, empty, no readable row), or a
+    task no registered scorer declares."""
 
 
 @dataclass(frozen=True)
@@ -63,79 +37,34 @@ class RowError:
     message: str
 
 
-def _label(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in _TRUE:
-            return True
-        if lowered in _FALSE:
-            return False
-    raise ValueError(f"label must be true/false (or 1/0, yes/no), not {value!r}")
+def as_task(task: VerdictTask | str) -> VerdictTask:
+    """A task by a registered scorer's name (or "rubric:FILE"), or the task itself."""
+    if isinstance(task, VerdictTask):
+        return task
+    from localjudge.scorers import verdict_task
+
+    try:
+        return verdict_task(task)
+    except ValueError as error:
+        raise DataError(str(error)) from None
 
 
-def _text(record: dict, key: str, *, required: bool) -> str:
-    value = record.get(key)
-    if value is None or value == "":
-        if required:
-            raise ValueError(f"needs a non-empty {key!r}")
-        return ""
-    if not isinstance(value, str):
-        raise ValueError(f"{key!r} must be text, not {type(value).__name__}")
-    if required and not value.strip():
-        raise ValueError(f"needs a non-empty {key!r}")
-    return value
+def prompt_version(task: VerdictTask | str) -> str:
+    """The version of the verdict prompt a task's rows are judged with (calibrations are
+    stored per version: a new prompt needs a new threshold)."""
+    return as_task(task).prompt_version
 
 
-def _context(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped.startswith("["):  # a CSV cell holding a JSON list
-            try:
-                value = json.loads(stripped)
-            except ValueError:
-                return (value,)
-        else:
-            return (value,) if stripped else ()
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(v for v in value if v.strip())
-    raise ValueError("'context' must be a list of strings or one string")
-
-
-def row_of(record: Any, number: int, task: str) -> Row:
+def row_of(record: Any, number: int, task: VerdictTask | str) -> Row:
     """A checked row; ValueError says what is wrong with it."""
-    if not isinstance(record, dict):
-        raise ValueError("a row must be an object")
-    if "label" not in record or record["label"] in (None, ""):
-        raise ValueError("needs a 'label'")
-    label = _label(record["label"])
-    group = record.get("group")
-    group = None if group in (None, "") else str(group)
-    if task == "hallucination":
-        context = _context(record.get("context", ""))
-        if not context:
-            raise ValueError("needs a non-empty 'context'")
-        return Row(number, label, _text(record, "claim", required=True), context, group=group)
-    severity = record.get("severity")
-    return Row(
-        number,
-        label,
-        _text(record, "text", required=True),
-        input=_text(record, "input", required=False),
-        severity=None if severity in (None, "") else str(severity),
-        group=group,
-    )
+    return as_task(task).read_row(record, number)
 
 
-def read_rows(path: str | Path, task: str) -> tuple[list, list[RowError]]:
+def read_rows(path: str | Path, task: VerdictTask | str) -> tuple[list, list[RowError]]:
     """The rows of a JSONL or CSV file (by its suffix), and the rows that could not be read.
     Verdict rows (`Row`: a claim or a text each), or item rows (`ItemRow`: an `output` to
     score whole) when the first readable row has an `output` and no `claim` or `text`."""
-    if task not in TASKS:
-        raise DataError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    task = as_task(task)
     from localjudge.evals.dataset import DatasetError, read_records
     from localjudge.quality.items import is_item_record, item_row_of
 
@@ -151,41 +80,33 @@ def read_rows(path: str | Path, task: str) -> tuple[list, list[RowError]]:
             errors.append(RowError(number, unreadable))
             continue
         if parse is None and isinstance(record, dict):
-            parse = item_row_of if is_item_record(record) else row_of
+            parse = item_row_of if is_item_record(record, task) else row_of
         try:
             rows.append((parse or row_of)(record, number, task))
         except ValueError as error:
             errors.append(RowError(number, str(error)))
     if not rows:
         detail = f" ({len(errors)} unreadable; first: row {errors[0].number}: {errors[0].message})"
-        raise DataError(f"{path}: no usable {task} row" + (detail if errors else ""))
+        raise DataError(f"{path}: no usable {task.name} row" + (detail if errors else ""))
     return rows, errors
 
 
-def devset_rows(task: str) -> list[Row]:
-    """The built-in dev set of a task as rows."""
-    if task == "hallucination":
-        return [
-            Row(
-                i,
-                case["expected"] == "yes",
-                case["claim"],
-                tuple(case["context"]),
-                group=case["kind"],
-            )
-            for i, case in enumerate(load_devset("hallucination"), start=1)
-        ]
-    return [
-        Row(
-            i,
-            case["expected"] == "yes",
-            case["statement"],
-            input=case["input"],
-            severity=case.get("severity"),
-            group=case.get("category"),
-        )
-        for i, case in enumerate(load_devset("toxicity"), start=1)
-    ]
+def devset_rows(task: VerdictTask | str) -> list[Row]:
+    """The built-in dev set of a task as rows (its records name the text by the task's
+    field or `statement`, the label by `expected`, the group by `category` or `kind`)."""
+    task = as_task(task)
+    if task.devset is None:
+        raise DataError(f"{task.name} has no built-in dev set; give --data")
+    rows = []
+    for number, case in enumerate(load_devset(task.devset), start=1):
+        record = {
+            **case,
+            "label": case["expected"] == task.flagged,
+            task.text_field: case.get(task.text_field, case.get("statement")),
+            "group": case.get("category", case.get("kind")),
+        }
+        rows.append(task.read_row(record, number))
+    return rows
 
 
 # -- the judge's verdicts --------------------------------------------------------------------
@@ -200,21 +121,20 @@ class Verdict:
     error: str | None = None
 
 
-def prompts_of(judge, row: Row, task: str) -> list[tuple]:
-    """The verdict prompts of one row, each with the window it judges against (None for a
-    toxicity statement, or without context): a claim against each of its evidence windows
-    (one, the whole context, when it fits; as the hallucination scorer judges it), a
-    statement with the user's message."""
-    from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
+def prompts_of(judge, row: Row, task: VerdictTask | str) -> list[tuple]:
+    """The verdict prompts of one row, each with the window it judges against (None without
+    windows): a windowed task's text against each of its evidence windows (one, the whole
+    context, when it fits; as the hallucination scorer judges it), else one prompt."""
+    task = as_task(task)
+    if not task.windowed or not row.context:
+        return [(task.prompt(row), None)]
     from localjudge.scorers.evidence import claim_contexts, plan_windows
 
-    if task != "hallucination":
-        return [(opinion_verdict_prompt(row.input, row.text), None)]
     windows, (chosen,), _ = plan_windows(judge, row.context, [row.text], max_tokens=VERDICT_TOKENS)
     texts = claim_contexts(row.context, windows, chosen)
     picked = [windows[w] for w in chosen] or [None]
     return [
-        (claim_verdict_prompt(text, row.text), window)
+        (task.prompt(replace(row, context=tuple(text))), window)
         for text, window in zip(texts, picked, strict=True)
     ]
 
@@ -222,7 +142,7 @@ def prompts_of(judge, row: Row, task: str) -> list[tuple]:
 def judge_rows(
     judge,
     rows: list[Row],
-    task: str,
+    task: VerdictTask | str,
     *,
     chunk: int = 256,
     progress: Callable[[int], None] | None = None,
@@ -230,14 +150,11 @@ def judge_rows(
 ) -> list[Verdict]:
     """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
     batches them); `progress(n)` after each chunk. A row judged in evidence windows takes
-    its best window's verdict (the lowest P(yes)). Reasons are the judge's own words where
-    its free text can be trusted, else built from the verdict and its evidence, as the
-    scorers build them; `reasons=False` stops each reply after its verdict (P(yes) is the
-    same; the reason is a placeholder), which is much faster."""
-    from localjudge.scorers.evidence import claim_template_reason, p_yes
-    from localjudge.scorers.toxicity import statement_template_reason
-
-    schema = SCHEMAS[task]
+    the verdict of the window that clears it most (the lowest P(flagged)). Reasons are the
+    judge's own words where its free text can be trusted, else built from the verdict and
+    its evidence, as the scorers build them; `reasons=False` stops each reply after its
+    verdict (P(flagged) is the same; the reason is a placeholder), which is much faster."""
+    task = as_task(task)
     written = reasons and judge.writes_reasons
     reasons_for = None if written else frozenset()
     verdicts: list[Verdict] = []
@@ -249,7 +166,9 @@ def judge_rows(
                 owners.append(n)
                 windows.append(window)
                 requests.append(
-                    judge.prompt_request(parts, schema, VERDICT_TOKENS, reasons_for=reasons_for)
+                    judge.prompt_request(
+                        parts, task.schema, VERDICT_TOKENS, reasons_for=reasons_for
+                    )
                 )
         outcomes: list[list] = [[] for _ in part]
         for n, window, outcome in zip(owners, windows, judge.generate_many(requests), strict=True):
@@ -259,18 +178,13 @@ def judge_rows(
             if failed is not None:
                 verdicts.append(Verdict(None, error=f"{type(failed).__name__}: {failed}"))
                 continue
-            best, window = min(mine, key=lambda pair: p_yes(pair[0]))
-            value = best.value
+            best, window = min(mine, key=lambda pair: task.p_flagged(pair[0]))
+            p = task.p_flagged(best)
             if written or not reasons:
-                reason = str(value.get("reason", ""))
-            elif task == "hallucination":
-                evidence = window.evidence(p_yes(best)) if window else None
-                reason = claim_template_reason(value["verdict"], evidence)
+                reason = str(best.value.get("reason", ""))
             else:
-                reason = statement_template_reason(
-                    value["verdict"], value["category"], value["severity"]
-                )
-            verdicts.append(Verdict(p_yes(best), reason=reason))
+                reason = task.reason(best.value, window.evidence(p) if window else None)
+            verdicts.append(Verdict(p, reason=reason))
         if progress is not None:
             progress(len(part))
     return verdicts
@@ -392,17 +306,14 @@ class Way:
     predictions: list[bool]
 
 
-def baselines(task: str, rows: list[Row]) -> list[Way]:
-    """Trivial baselines on the same rows: the majority class, and a word rule."""
+def baselines(task: VerdictTask | str, rows: list[Row]) -> list[Way]:
+    """Trivial baselines on the same rows: the majority class, and the task's word rules."""
     base_rate = sum(r.label for r in rows) / len(rows)
     majority = base_rate >= 0.5
     ways = [Way("majority class", [base_rate] * len(rows), [majority] * len(rows))]
-    if task == "hallucination":
-        predicted = [overlap_verdict(r.text, list(r.context)) == "yes" for r in rows]
-        ways.append(Way("word-overlap baseline", [float(p) for p in predicted], predicted))
-    else:
-        predicted = [wordlist_verdict(r.text) == "yes" for r in rows]
-        ways.append(Way("word-list baseline", [float(p) for p in predicted], predicted))
+    for baseline in as_task(task).baselines:
+        predicted = [baseline.flags(r.text, r.context) for r in rows]
+        ways.append(Way(baseline.name, [float(p) for p in predicted], predicted))
     return ways
 
 
@@ -421,6 +332,7 @@ class QualityReport:
     judge_errors: list[tuple[Row, str]] = field(default_factory=list)
     seconds: float = 0.0
     reasons: list[str] = field(default_factory=list)  # the judge's reason per row
+    flagged: str = "yes"  # the verdict a true label stands for
 
     @property
     def rows_per_second(self) -> float:
@@ -477,6 +389,7 @@ class QualityReport:
             "model": self.model,
             "rows": len(self.rows),
             "threshold": self.threshold,
+            "flagged": self.flagged,
             "threshold_source": self.threshold_source,
             "bad_rows": [asdict(e) for e in self.bad_rows],
             "judge_errors": [{"row": r.number, "error": e} for r, e in self.judge_errors],
@@ -493,7 +406,7 @@ class QualityReport:
 def measure(
     judge,
     rows: list[Row],
-    task: str,
+    task: VerdictTask | str,
     *,
     source: str,
     bad_rows: list[RowError] | None = None,
@@ -503,6 +416,7 @@ def measure(
     reasons: bool = True,
 ) -> QualityReport:
     """Judge every row and compare with the labels and the baselines on the same rows."""
+    task = as_task(task)
     started = time.perf_counter()
     verdicts = judge_rows(judge, rows, task, progress=progress, reasons=reasons)
     seconds = time.perf_counter() - started
@@ -514,7 +428,7 @@ def measure(
     scores = [v.p_yes for _, v in answered]
     judge_way = Way("judge", scores, [s >= threshold for s in scores])
     return QualityReport(
-        task=task,
+        task=task.name,
         source=source,
         model=judge.name,
         rows=kept,
@@ -525,6 +439,7 @@ def measure(
         judge_errors=failed,
         seconds=seconds,
         reasons=[v.reason for _, v in answered],
+        flagged=task.flagged,
     )
 
 
@@ -552,7 +467,8 @@ def report_text(report: QualityReport) -> str:
     """The report as a console table."""
     lines = [
         f"{report.task} on {report.source}: {len(report.rows)} rows judged by {report.model} "
-        f"({report.rows_per_second:.1f} rows/s), yes when P(yes) >= {report.threshold:.2f} "
+        f"({report.rows_per_second:.1f} rows/s), {report.flagged} when P({report.flagged}) >= "
+        f"{report.threshold:.2f} "
         f"({report.threshold_source})"
     ]
     lines += left_out_lines(

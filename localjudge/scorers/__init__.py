@@ -13,11 +13,14 @@ from localjudge.scorers.registry import (
     register_scorer,
     scorer_names,
     scorer_options,
+    task_names,
+    verdict_task,
 )
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.rubric import RubricScorer, create_rubric_scorer
 from localjudge.scorers.run import ScorerRun
 from localjudge.scorers.shared import shared_judge
+from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import round_half_up, split_sentences, split_statements
 from localjudge.scorers.toxicity import (
     SEVERITY_WEIGHTS,
@@ -27,6 +30,9 @@ from localjudge.scorers.toxicity import (
 )
 
 __all__ = [
+    "Baseline",
+    "LabelledRow",
+    "VerdictTask",
     "SCORERS",
     "SEVERITY_WEIGHTS",
     "HallucinationScorer",
@@ -50,6 +56,8 @@ __all__ = [
     "shared_judge",
     "split_sentences",
     "split_statements",
+    "task_names",
     "toxicity_score",
     "user_text",
+    "verdict_task",
 ]

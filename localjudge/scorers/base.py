@@ -14,6 +14,7 @@ from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_option
 from localjudge.scorers.shared import shared_judge
 from localjudge.scorers.steps import Step, generate_all, run_coroutine
+from localjudge.scorers.task import VerdictTask
 from localjudge.scorers.threshold import Threshold, check_threshold, passes
 
 REASON_MODES = ("judge", "template")
@@ -40,6 +41,9 @@ class Scorer:
     id: str = "scorer"
     name: str = "Scorer"
     description: str = ""
+    # what the scorer asks the judge about one text; declared, it reaches `quality --data`,
+    # `calibrate` and training with no other edit
+    verdict_task: VerdictTask | None = None
 
     def __init__(
         self,

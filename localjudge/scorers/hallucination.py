@@ -23,6 +23,7 @@ from localjudge.prompts import (
     hallucination_reason_prompt,
 )
 from localjudge.scorers.base import Scorer
+from localjudge.scorers.baselines import overlap_verdict
 from localjudge.scorers.evidence import (
     DEFAULT_TOP_K,
     check_windows,
@@ -36,6 +37,7 @@ from localjudge.scorers.evidence import (
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_context, check_option
 from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_confidence
+from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, round_half_up, split_statements
 
 EXTRACTION_MODES = ("auto", "judge", "sentences")
@@ -82,10 +84,38 @@ def hallucination_template_reason(
 _MAX_LISTED = 12  # unsupported claims named in the score's reason; the rest are counted
 
 
+def _claim_prompt(row: LabelledRow):
+    return claim_verdict_prompt(list(row.context), row.text)
+
+
+def _claim_reason(value: dict, evidence: dict | None) -> str:
+    return claim_template_reason(value["verdict"], evidence)
+
+
+# one claim against its context (or evidence windows): "yes" is hallucinated
+HALLUCINATION_TASK = VerdictTask(
+    name="hallucination",
+    schema="hallucination_verdict",
+    prompt_version=HALLUCINATION_PROMPT_VERSION,
+    prompt=_claim_prompt,
+    reason=_claim_reason,
+    text_field="claim",
+    context="required",
+    windowed=True,
+    baselines=(
+        Baseline(
+            "word-overlap baseline", lambda text, context: overlap_verdict(text, context) == "yes"
+        ),
+    ),
+    devset="hallucination",
+)
+
+
 class HallucinationScorer(Scorer):
     id = "hallucination-scorer"
     name = "Hallucination Scorer"
     description = "Share of the output's claims that the context contradicts or does not support."
+    verdict_task = HALLUCINATION_TASK
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from typing import Any
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.hallucination import HallucinationScorer, create_hallucination_scorer
 from localjudge.scorers.rubric import RubricScorer, create_rubric_scorer, rubric_file_options
+from localjudge.scorers.task import VerdictTask
 from localjudge.scorers.toxicity import ToxicityScorer, create_toxicity_scorer
 
 ScorerFactory = Callable[..., Scorer]  # factory(model, **options) -> Scorer
@@ -75,3 +76,18 @@ def make_scorer(name: str, model: Any = None, **options: Any) -> Scorer:
     if is_rubric_file(name):
         chosen = {"id": name, **chosen, **rubric_file_options(name[len(RUBRIC_FILE) :])}
     return factory(model, **chosen)
+
+
+def task_names() -> list[str]:
+    """The registered scorers that declare a verdict task (besides "rubric:FILE")."""
+    return [n for n, (cls, _) in SCORERS.items() if isinstance(cls.verdict_task, VerdictTask)]
+
+
+def verdict_task(name: str) -> VerdictTask:
+    """The verdict task of a registered scorer, or of the rubric in "rubric:FILE"."""
+    cls, _ = _entry(name)
+    task = make_scorer(name).verdict_task if is_rubric_file(name) else cls.verdict_task
+    if not isinstance(task, VerdictTask):
+        known = ", ".join([*task_names(), "rubric:FILE"])
+        raise ValueError(f"scorer {name!r} declares no verdict task; tasks: {known}")
+    return task

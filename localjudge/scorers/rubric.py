@@ -20,6 +20,7 @@ from localjudge.scorers.base import Scorer
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, verdict_confidence
+from localjudge.scorers.task import LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, split_statements
 
 PER_MODES = ("output", "sentence")
@@ -99,6 +100,19 @@ class RubricScorer(Scorer):
         self.score_rule = score
         self.schema = verdict_schema(self.verdicts)
         self.prompt_version = rubric_version(self.rubric, self.verdicts)
+        # one text (with the user's message) against the criterion: a true label is the
+        # first verdict
+        self.verdict_task = VerdictTask(
+            name=self.id,
+            schema=self.schema,
+            prompt_version=self.prompt_version,
+            prompt=self._row_prompt,
+            reason=lambda value, evidence: rubric_template_reason(value["verdict"]),
+            flagged=self.verdicts[0],
+        )
+
+    def _row_prompt(self, row: LabelledRow):
+        return rubric_verdict_prompt(self.rubric, self.verdicts, row.input, row.text)
 
     def _score(self, verdicts: list[dict]) -> float:
         if not verdicts:

@@ -18,9 +18,11 @@ from localjudge.prompts import (
     toxicity_reason_prompt,
 )
 from localjudge.scorers.base import Scorer
+from localjudge.scorers.baselines import wordlist_verdict
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, decide, verdict_confidence
+from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, round_half_up, shorten_middle, split_statements
 
 # A toxic statement counts by its severity; the score divides by verdicts x the top weight,
@@ -79,10 +81,33 @@ def toxicity_template_reason(
     )
 
 
+def _statement_prompt(row: LabelledRow):
+    return opinion_verdict_prompt(row.input, row.text)
+
+
+def _statement_reason(value: dict, evidence: dict | None) -> str:
+    return statement_template_reason(value["verdict"], value["category"], value["severity"])
+
+
+# one statement, with the user's message it answers: "yes" is toxic
+TOXICITY_TASK = VerdictTask(
+    name="toxicity",
+    schema="toxicity_verdict",
+    prompt_version=TOXICITY_PROMPT_VERSION,
+    prompt=_statement_prompt,
+    reason=_statement_reason,
+    baselines=(
+        Baseline("word-list baseline", lambda text, context: wordlist_verdict(text) == "yes"),
+    ),
+    devset="toxicity",
+)
+
+
 class ToxicityScorer(Scorer):
     id = "toxicity-scorer"
     name = "Toxicity Scorer"
     description = "Severity-weighted share of the output's statements that are toxic."
+    verdict_task = TOXICITY_TASK
 
     def __init__(
         self,
