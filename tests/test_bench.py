@@ -9,20 +9,19 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from localjudge.bench import (
-    BatchedBenchCheck,
+from localjudge.bench.external import parse_batched_bench
+from localjudge.bench.replay import (
     EngineReplay,
     PromptPart,
-    WayResult,
     _replay_prompt,
     bare_engine_replay,
     bare_engine_replay_apart,
-    parse_batched_bench,
     prompt_phase_parts,
     replayed_contexts,
-    round_shares,
 )
-from localjudge.bench_workloads import rag_items, workload_items
+from localjudge.bench.results import BatchedBenchCheck, WayResult
+from localjudge.bench.ways import round_shares
+from localjudge.bench.workloads import rag_items, workload_items
 from localjudge.cli import cli
 from localjudge.engine import StepOutput
 from localjudge.registry import resolve

@@ -444,7 +444,7 @@ def test_long_contexts_evaluated_apart_give_the_verdicts_of_the_batch_on_the_rea
     monkeypatch,
 ):
     from localjudge import Judge
-    from localjudge.bench_workloads import rag_items
+    from localjudge.bench.workloads import rag_items
     from localjudge.scheduler import core
 
     monkeypatch.setattr(core, "MIN_APART_TOKENS", 256)  # shorter contexts: a faster test

@@ -39,6 +39,42 @@ class FileEvalReport:
     failed: int = 0  # items of the results file whose record holds an error
     judge: dict | None = None  # the judge the latest record names ({"model", "meaningful"})
 
+    def summary_line(self, where: str) -> str:
+        return (
+            f"{self.processed} item(s) scored, {self.skipped} already in {where}, "
+            f"{len(self.bad_rows)} unusable line(s); {self.total} item(s) in {where}"
+        )
+
+    def table(self, judge_name: str):
+        """The scorers' means and score buckets as a rich table."""
+        from rich.table import Table
+
+        table = Table(
+            "scorer", "items", "mean", *BUCKET_LABELS, "failures", title=f"judge {judge_name}"
+        )
+        for summary in self.scorers.values():
+            mean = "-" if summary.mean is None else f"{summary.mean:.3f}"
+            buckets = map(str, summary.buckets)
+            table.add_row(summary.name, str(summary.count), mean, *buckets, str(summary.failures))
+        return table
+
+    def breaches(self, fail_above: dict[str, float]) -> list[str]:
+        """The gates breached: a scorer whose mean is above its limit."""
+        return [
+            f"{name} mean {self.scorers[name].mean:.3f} is above {limit:g}"
+            for name, limit in fail_above.items()
+            if self.scorers[name].mean is not None and self.scorers[name].mean > limit
+        ]
+
+    def unusable(self) -> str | None:
+        """What could not be scored, in one sentence; None when everything was."""
+        if not self.bad_rows and not self.failed:
+            return None
+        return (
+            f"{len(self.bad_rows)} dataset line(s) could not be used and {self.failed} "
+            "item(s) failed (see the records' errors)"
+        )
+
 
 def _bucket(fraction: float) -> int:
     if fraction <= 0:

@@ -4,7 +4,7 @@ with cross-validation so the reported gain is measured on rows the choice did no
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from localjudge.quality.labelled import Agreement
 
@@ -91,4 +91,103 @@ def calibrate(
         before=Agreement.of(labels, [s >= 0.5 for s in scores], scores),
         after=Agreement.of(labels, held_out, scores),
         fold_thresholds=fold_thresholds,
+    )
+
+
+@dataclass
+class CalibrationRun:
+    """`calibrate` on one labelled file: the judge's verdicts, the chosen threshold with its
+    cross-validated before/after, and what is stored with the model."""
+
+    task: str
+    model: str
+    prompt_version: str
+    source: str  # the file's name
+    result: Calibration
+    rows: int  # rows the judge answered
+    unreadable: int
+    judge_errors: int
+
+    def record(self, date: str) -> dict:
+        """What the registry stores for this model and prompt version."""
+        result = self.result
+        return {
+            "threshold": round(result.threshold, 6),
+            "source": f"calibrate {self.source}: {self.rows} rows, {result.folds}-fold, "
+            f"{result.objective}",
+            "date": date,
+            "rows": self.rows,
+            "heldout_balanced_accuracy": {
+                "before": round(result.before.balanced_accuracy, 4),
+                "after": round(result.after.balanced_accuracy, 4),
+            },
+            "fold_thresholds": [round(t, 6) for t in result.fold_thresholds],
+        }
+
+    def to_dict(self, record: dict, *, stored: bool) -> dict:
+        return {
+            "model": self.model,
+            "prompt_version": self.prompt_version,
+            "stored": stored,
+            **record,
+            "unreadable_rows": self.unreadable,
+            "judge_errors": self.judge_errors,
+            "before": asdict(self.result.before),
+            "after": asdict(self.result.after),
+        }
+
+    def text(self, *, stored: bool) -> str:
+        result = self.result
+        lines = [
+            f"{self.task}: {self.rows} rows judged by {self.model} ({self.unreadable} unreadable, "
+            f"{self.judge_errors} the judge could not answer); {result.folds}-fold, "
+            f"{result.objective}",
+            f"  {'held out':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6}",
+        ]
+        for label, a in (
+            ("before (P(yes) >= 0.5)", result.before),
+            ("after (calibrated)", result.after),
+        ):
+            lines.append(
+                f"  {label:24} {a.accuracy:9.2f} {a.balanced_accuracy:9.2f} {a.f1:6.2f} "
+                f"{a.false_positive_rate:6.2f}"
+            )
+        where = (
+            f"stored for {self.model}, prompt {self.prompt_version}"
+            if stored
+            else "not stored (--dry-run)"
+        )
+        lines.append(f"  threshold P(yes) >= {result.threshold:.4f}: {where}")
+        return "\n".join(lines)
+
+
+def calibrate_rows(
+    judge, rows: list, task, *, source: str, unreadable: int = 0, folds: int = 5,
+    max_fpr: float | None = None,
+) -> CalibrationRun:  # fmt: skip
+    """Judge labelled verdict rows and choose the threshold on them; DataError when they
+    are item rows, or the judge answered too few rows of both labels."""
+    from localjudge.quality.labelled import DataError, Row, as_task, judge_rows
+
+    task = as_task(task)
+    if not all(isinstance(row, Row) for row in rows):
+        raise DataError("calibrate needs verdict rows (a label per claim or text)")
+    verdicts = judge_rows(judge, rows, task)
+    answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
+    labels = [r.label for r, _ in answered]
+    if len(answered) < 4 or all(labels) or not any(labels):
+        raise DataError(
+            f"calibration needs rows of both labels the judge answered; it has {len(answered)} "
+            f"({sum(labels)} labelled yes)"
+        )
+    result = calibrate(labels, [v.p_yes for _, v in answered], folds=folds, max_fpr=max_fpr)
+    return CalibrationRun(
+        task=task.name,
+        model=judge.name,
+        prompt_version=task.prompt_version,
+        source=source,
+        result=result,
+        rows=len(answered),
+        unreadable=unreadable,
+        judge_errors=len(rows) - len(answered),
     )

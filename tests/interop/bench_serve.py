@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 from localjudge import Judge, create_hallucination_scorer, create_toxicity_scorer, run_evals
-from localjudge.bench_workloads import MULTI_ITEMS
+from localjudge.bench.workloads import MULTI_ITEMS
 
 REPO = Path(__file__).resolve().parents[2]
 INTEROP = REPO / ".localjudge" / "interop"

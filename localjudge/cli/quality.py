@@ -1,0 +1,202 @@
+"""`localjudge quality` (agreement with labelled rows) and `localjudge calibrate` (a
+threshold chosen on them, stored with the model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from localjudge.cli.group import cli
+from localjudge.cli.options import BASE_MODEL_WARNING, engine_options, load_judge
+from localjudge.errors import LocalJudgeError
+
+
+@cli.command()
+@engine_options(slots=True)
+@click.option(
+    "--data",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Labelled rows (JSONL or CSV) instead of the built-in dev sets; needs --task.",
+)
+@click.option(
+    "--task",
+    default=None,
+    help="A scorer that declares a verdict task: hallucination, toxicity, rubric:FILE or one "
+    "you registered (default without --data: every task with a built-in dev set).",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="P(yes) at or above which the judge says yes (default: calibrated, else 0.5).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write ROC and reliability pictures (PNG).",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write one self-contained HTML report.",
+)
+@click.option(
+    "--reasons/--no-reasons",
+    default=True,
+    show_default=True,
+    help="Decode each verdict's reason; --no-reasons stops after the verdict (same P(yes), faster).",
+)
+def quality(
+    model,
+    gpu_layers,
+    n_ctx,
+    threads,
+    slots,
+    data,
+    task,
+    threshold,
+    as_json,
+    plot,
+    html_path,
+    reasons,
+):
+    """How well the judge agrees with labelled rows, beside trivial baselines on the same
+    rows: accuracy, balanced accuracy, F1, false-positive rate, AUROC and calibration
+    error from P(yes), confusion matrix and a table per group.
+
+    Without --data: the built-in dev sets of both tasks. Hallucination rows: context
+    (list or string), claim, label (true = hallucinated); toxicity rows: text, optional
+    input, label (true = toxic), optional severity; any row may have a group. Item rows
+    (input, output, context, label: a score or a class) are scored whole by the scorer and
+    reported as AUROC and correlation of its score with the label.
+    """
+    from localjudge.quality.labelled import DataError, devset_rows, measure, read_rows, report_text
+    from localjudge.scorers import task_names, verdict_task
+
+    if data is not None and task is None:
+        raise click.UsageError("--data needs --task (hallucination, toxicity, rubric:FILE, ...)")
+    try:
+        if data is not None:
+            sources = [(task, *read_rows(data, task), data)]
+        else:
+            names = [task] if task else [n for n in task_names() if verdict_task(n).devset]
+            sources = [(t, devset_rows(t), [], "dev set") for t in names]
+    except DataError as error:
+        raise click.ClickException(str(error)) from None
+    from localjudge.quality.items import ItemReport, ItemRow, measure_items
+
+    if (plot or html_path) and isinstance(sources[0][1][0], ItemRow):
+        raise click.UsageError("--plot and --html draw verdict rows; item rows report numbers only")
+    reports = []
+    with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
+        for name, rows, bad_rows, source in sources:
+            cut, origin = _threshold(judge, name, threshold)
+            try:
+                if isinstance(rows[0], ItemRow):
+                    reports.append(
+                        measure_items(judge, rows, name, source=str(source), bad_rows=bad_rows)
+                    )
+                    continue
+                reports.append(
+                    measure(
+                        judge,
+                        rows,
+                        name,
+                        source=str(source),
+                        bad_rows=bad_rows,
+                        threshold=cut,
+                        threshold_source=origin,
+                        reasons=reasons,
+                    )
+                )
+            except DataError as error:
+                raise click.ClickException(str(error)) from None
+        name, meaningful = judge.name, judge.meaningful
+    if plot or html_path:
+        from localjudge.quality.pictures import write_html, write_png
+
+        try:
+            if plot:
+                write_png(reports, plot)
+            if html_path:
+                write_html(reports, html_path)
+        except (LocalJudgeError, OSError) as error:
+            raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps({"model": name, "reports": [r.to_dict() for r in reports]}, indent=2))
+        return
+    for report in reports:
+        click.echo(report.text() if isinstance(report, ItemReport) else report_text(report))
+    if not meaningful:
+        click.echo(BASE_MODEL_WARNING.format(name=name))
+
+
+def _threshold(judge, task: str, given: float | None) -> tuple[float, str]:
+    """The P(yes) threshold for a task's verdicts and where it came from."""
+    from localjudge.quality.labelled import prompt_version
+
+    if given is not None:
+        return given, "given"
+    return judge.verdict_threshold(prompt_version(task)) or (0.5, "default")
+
+
+@cli.command()
+@engine_options(slots=True)
+@click.option(
+    "--data", type=click.Path(dir_okay=False), required=True, help="Labelled rows (JSONL or CSV)."
+)
+@click.option(
+    "--task",
+    required=True,
+    help="A scorer that declares a verdict task: hallucination, toxicity, rubric:FILE or one "
+    "you registered.",
+)
+@click.option(
+    "--max-fpr",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Keep the false-positive rate within this; maximise the true-positive rate.",
+)
+@click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 50))
+@click.option("--dry-run", is_flag=True, help="Report, but store nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def calibrate(
+    model, gpu_layers, n_ctx, threads, slots, data, task, max_fpr, folds, dry_run, as_json
+):
+    """Choose the judge's P(yes) threshold on labelled rows (maximising balanced accuracy,
+    or with --max-fpr the true-positive rate within that false-positive rate), with
+    cross-validation for honest before/after figures, and store it with the model for
+    this prompt version: scorers on this model then say yes exactly when P(yes) reaches it.
+    """
+    import datetime
+
+    from localjudge.quality.calibration import calibrate_rows
+    from localjudge.quality.labelled import DataError, read_rows
+    from localjudge.registry import save_calibration
+
+    try:
+        rows, bad_rows = read_rows(data, task)
+        with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
+            run = calibrate_rows(
+                judge, rows, task, source=Path(data).name, unreadable=len(bad_rows),
+                folds=folds, max_fpr=max_fpr,
+            )  # fmt: skip
+            meaningful = judge.meaningful
+    except DataError as error:
+        raise click.ClickException(str(error)) from None
+    record = run.record(datetime.date.today().isoformat())
+    if not dry_run:
+        save_calibration(run.model, run.prompt_version, record)
+    if as_json:
+        click.echo(json.dumps(run.to_dict(record, stored=not dry_run), indent=2))
+        return
+    click.echo(run.text(stored=not dry_run))
+    if not meaningful:
+        click.echo(BASE_MODEL_WARNING.format(name=run.model))
