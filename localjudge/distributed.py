@@ -60,12 +60,12 @@ class ScoringActor:
         store_text: bool,
         environment: dict[str, str],
     ) -> None:
-        from localjudge.judge import Judge
+        from localjudge.loading import load_judge
         from localjudge.scorers import make_scorer
 
         os.environ.update(environment)  # the driver's choice of engine and default model
         try:
-            self.judge = Judge.load(model, **engine_options)
+            self.judge = load_judge(model, **engine_options)
         except ModelError as error:  # say which worker lacks the model
             raise ModelError(f"worker {socket.gethostname()}: {error}") from None
         self.scorers = {

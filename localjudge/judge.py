@@ -124,7 +124,7 @@ class Judge:
         window_tokens: int | None = None,
     ) -> None:
         keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
-        prefill_bytes = getattr(engine, "prefill_bytes", 0)  # engines without one: 0
+        prefill_bytes = engine.prefill_bytes
         if prompt_cache_mib is None:  # the default host memory for prompts, both kinds
             prompt_cache_mib = max(0.0, DEFAULT_PROMPT_CACHE_MIB - prefill_bytes / (1 << 20))
         if not prompt_cache_mib >= 0:
@@ -167,8 +167,8 @@ class Judge:
                 auto_prefix=AUTO_PREFIX_TOKENS if cache_prefixes else 0,
                 prompt_cache_bytes=int(prompt_cache_mib * (1 << 20)),
                 max_kept_prompts=keep_prompts,
-                prefill_cells=getattr(engine, "prefill_cells", 0),  # engines without one: 0
-                swa_window=getattr(engine, "swa_window", 0),
+                prefill_cells=engine.prefill_cells,
+                swa_window=engine.swa_window,
             )
             self.runtime = BatchRuntime(engine, self.scheduler, self.tokenize)
         except BaseException:
@@ -197,8 +197,8 @@ class Judge:
         prefill_cells: int = 0,
     ) -> Judge:
         """Load `model` (a registry name, a `.gguf` path, or None for the default) with
-        llama.cpp. `LOCALJUDGE_ENGINE=fake` (or the model name "fake") gives the scripted
-        fake judge instead, for tests of everything above the engine. `cache_prefixes` keeps
+        llama.cpp (the front ends' `load_judge` gives the scripted fake judge instead when
+        `LOCALJUDGE_ENGINE=fake`, for tests of everything above the engine). `cache_prefixes` keeps
         evaluated shared prefixes after their last request, and lets requests that name no
         prefix share their longest common token prefix with any request before them (a
         server's choice: requests that start the same way skip that prefill). `adapter`: a
@@ -219,19 +219,6 @@ class Judge:
         other context alive (0, the default: off; 4096 holds a 3,500-token context below
         its instructions; opened for the first such prefix; see the README for what it
         gains and costs)."""
-        kind = "fake" if str(model) == "fake" else os.environ.get("LOCALJUDGE_ENGINE", "llama")
-        if kind == "fake":
-            from localjudge.testing import FakeJudge
-
-            return FakeJudge(
-                slots=slots or 4,
-                n_ctx=n_ctx or 20000,
-                cache_prefixes=cache_prefixes,
-                prompt_cache_mib=prompt_cache_mib,
-                keep_prompts=keep_prompts,
-            )
-        if kind != "llama":
-            raise ModelError(f"unknown LOCALJUDGE_ENGINE {kind!r}; known: llama, fake")
         resolved = resolve(model)
         check_checksum(resolved)
         recommended = resolved.entry.recommended if resolved.entry else {}
@@ -247,7 +234,7 @@ class Judge:
             name = f"{name}+{adapter.stem}"  # another judge: its own calibrations
         if prefill_cells < 0:
             raise ValueError(f"prefill_cells must be 0 or more, not {prefill_cells!r}")
-        from localjudge.engine.llama import EngineConfig, LlamaEngine  # llama_cpp, on first use
+        from localjudge.engine import EngineConfig, open_engine  # llama_cpp, on first use
 
         config = EngineConfig(
             adapters=adapters,
@@ -261,7 +248,7 @@ class Judge:
             verbose=verbose,
         )
         return cls(
-            LlamaEngine(resolved.path, config),
+            open_engine("llama", resolved.path, config),
             slots=slots,
             max_prefixes=max_prefixes,
             token_budget=n_batch,
@@ -422,10 +409,13 @@ class Judge:
         seed: int | None = None,
         on_text: Callable[[str], None] | None = None,
         reasons_for: frozenset[str] | None = None,
+        decision_field: str = "verdict",
+        reason_field: str = "reason",
     ) -> GenerationRequest:
         """A request for `prefix + suffix`; `schema` None asks for free text (stops at an
         end-of-generation token or `max_tokens`). `on_text` receives the output as it is
-        chosen (on the worker thread)."""
+        chosen (on the worker thread). `reasons_for`: the values of `decision_field` whose
+        `reason_field` is decoded (the others close it at once; None: all)."""
         if schema is None or isinstance(schema, CompiledGrammar):
             grammar = schema
         else:
@@ -438,6 +428,8 @@ class Judge:
             sampling=SamplingParams(temperature=temperature, seed=seed),
             on_text=on_text,
             reasons_for=reasons_for,
+            decision_field=decision_field,
+            reason_field=reason_field,
         )
 
     def prompt_request(
@@ -447,13 +439,16 @@ class Judge:
         max_tokens: int,
         *,
         reasons_for: frozenset[str] | None = None,
+        decision_field: str = "verdict",
+        reason_field: str = "reason",
     ) -> GenerationRequest:
         """A request for a prompt: rendered for this judge, split into its shared prefix
         and its own part."""
         prefix, suffix = self.split_prompt(parts)
         return self.request(
-            suffix, schema, prefix=prefix, max_tokens=max_tokens, reasons_for=reasons_for
-        )
+            suffix, schema, prefix=prefix, max_tokens=max_tokens, reasons_for=reasons_for,
+            decision_field=decision_field, reason_field=reason_field,
+        )  # fmt: skip
 
     def submit(self, request: GenerationRequest) -> Future:
         return self.runtime.submit(request)

@@ -53,11 +53,10 @@ def configured_model(config: pytest.Config) -> str | None:
 def missing_model(model: str | None) -> str | None:
     """Why the judge model cannot be loaded without building or downloading anything, or
     None when it can."""
-    import os
-
     from localjudge.errors import LocalJudgeError
+    from localjudge.loading import wants_fake
 
-    if str(model) == "fake" or os.environ.get("LOCALJUDGE_ENGINE") == "fake":
+    if wants_fake(model):
         return None
     from localjudge.registry import resolve
 
@@ -78,9 +77,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session")
 def judge(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The configured judge, loaded once for the session and closed at its end."""
-    from localjudge.judge import Judge
+    from localjudge.loading import load_judge
 
-    with Judge.load(configured_model(request.config)) as loaded:
+    with load_judge(configured_model(request.config)) as loaded:
         yield loaded
 
 

@@ -24,15 +24,47 @@ from localjudge.testing import FakeJudge
 
 PACKAGE = Path(__file__).resolve().parents[1] / "localjudge"
 
-# what each layer may import from localjudge (besides itself, errors and paths)
+# every part of the package (a top-level module or folder) and the parts it may import
+# (besides itself, errors and paths), from the engine up to the front ends
 ALLOWED = {
-    "engine": {"engine"},
-    "grammar": {"engine", "grammar"},
-    "scheduler": {"engine", "grammar", "scheduler"},
-    "prompts": {"prompts"},
-    "scorers": {"judge", "prompts", "scheduler", "scorers", "grammar", "registry"},
+    "errors": set(),
+    "paths": set(),
+    "engine": set(),
+    "grammar": {"engine"},
+    "scheduler": {"engine", "grammar"},
+    "prompts": set(),
+    "merge": set(),
+    "registry": {"engine", "merge"},
+    "judge": {"engine", "grammar", "scheduler", "prompts", "registry"},
+    "scorers": {"judge", "prompts", "scheduler", "grammar", "registry"},
+    "testing": {"engine", "judge", "scheduler", "scorers"},
     "evals": {"evals", "scorers", "judge"},
-}
+    "quality": {"evals", "scorers", "judge"},
+    "loading": {"judge", "testing"},
+    "demo": {"judge", "prompts"},
+    "doctor": {"engine", "judge", "registry"},
+    "bench": {"engine", "evals", "grammar", "judge", "prompts", "registry", "scheduler", "scorers"},
+    "serve": {"evals", "grammar", "judge", "scheduler", "scorers"},
+    "distributed": {"evals", "loading", "scorers"},
+    "pytest_plugin": {"loading", "registry", "scorers"},
+    "cli": {
+        "bench", "demo", "distributed", "doctor", "engine", "evals", "judge", "loading",
+        "quality", "registry", "scorers", "serve",
+    },
+    "__init__": {"evals", "judge", "scheduler", "scorers"},
+    "__main__": {"cli"},
+}  # fmt: skip
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name (a package by its own name)."""
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
 
 
 def imports_of(path: Path) -> set[str]:
@@ -45,14 +77,63 @@ def imports_of(path: Path) -> set[str]:
     return names
 
 
-def test_layers_import_downwards_only():
-    for layer, allowed in ALLOWED.items():
-        for path in (PACKAGE / layer).rglob("*.py"):
-            for name in imports_of(path):
-                if not name.startswith("localjudge."):
-                    continue
-                top = name.split(".")[1]
-                assert top in allowed | {"errors", "paths"}, f"{path} imports {name}"
+def module_imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's modules `path` imports, at the top or inside a function ("from
+    localjudge.x import y" counts as localjudge.x.y when y is a module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                inner = f"{node.module}.{alias.name}"
+                found.add(inner if inner in known else node.module)
+    return {name for name in found if name in known}
+
+
+def part_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_module_imports_only_the_parts_below_it():
+    known = modules()
+    for module, path in known.items():
+        part = part_of(module)
+        assert part in ALLOWED, f"{module}: place {part!r} in the layer table (ALLOWED)"
+        for name in module_imports(path, known):
+            target = part_of(name)
+            if target != part:
+                assert target in ALLOWED[part] | {"errors", "paths"}, f"{module} imports {name}"
+
+
+def test_no_module_imports_itself_back_through_others():
+    known = modules()
+    graph = {m: module_imports(p, known) - {m} for m, p in known.items()}
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycle = path[path.index(module) :] + [module]
+            raise AssertionError("import circle: " + " -> ".join(cycle))
+        if module in done:
+            return
+        for name in sorted(graph[module]):
+            visit(name, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_every_package_folder_ships_in_the_wheel():
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    shipped = set(config["tool"]["setuptools"]["packages"])
+    for init in PACKAGE.rglob("__init__.py"):
+        name = ".".join(init.parent.relative_to(PACKAGE.parent).parts)
+        assert name in shipped, f"{name} is missing from pyproject's packages"
 
 
 def test_only_the_engine_imports_llama_cpp_and_only_distributed_imports_ray():

@@ -16,9 +16,9 @@ from localjudge.quality.labelled import (
     auroc,
     expected_calibration_error,
     measure,
-    read_rows,
     roc_curve,
 )
+from localjudge.quality.rows import read_rows
 from localjudge.testing import FakeJudge
 
 

@@ -119,7 +119,8 @@ def test_a_rubric_reaches_quality_on_labelled_rows(tmp_path, tmp_home, monkeypat
     """`quality --data ROWS --task rubric:FILE`: each row's text judged against the
     criterion; a true label is the rubric's first verdict."""
     from localjudge.cli import cli
-    from localjudge.quality.labelled import measure, read_rows
+    from localjudge.quality.labelled import measure
+    from localjudge.quality.rows import read_rows
 
     rubric = tmp_path / "refusal.json"
     rubric.write_text(json.dumps({"rubric": RUBRIC, "verdicts": ["refuses", "complies"]}))

@@ -1138,3 +1138,33 @@ def test_kept_prompts_random_arrivals_evictions_and_cancels(
 
     run_random_arrivals(rng, engine, scheduler, runtime, new_request, steps=8, cancel_rate=0.1)
     assert scheduler.stats.num_kept_prompts_used > 0
+
+
+def test_the_field_that_decides_reasons_comes_from_the_request(tmp_home):
+    """A schema of the user's own (`label`, `note`): the scheduler reads the decision from
+    the field the request names, not from a literal "verdict"."""
+    from localjudge.testing import FakeJudge
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "label": {"type": "string", "enum": ["ok", "bad"]},
+            "note": {"type": "string"},
+        },
+        "required": ["label", "note"],
+        "additionalProperties": False,
+    }
+    with FakeJudge(
+        lambda prompt: '{"label":"ok","note":"A long note on why it is fine."}'
+    ) as judge:
+
+        def ask(**fields):
+            request = judge.request("Text: x\nAnswer: ", schema, max_tokens=64, **fields)
+            (result,) = judge.generate_many([request])
+            return result
+
+        named = ask(reasons_for=frozenset({"bad"}), decision_field="label", reason_field="note")
+        default = ask(reasons_for=frozenset({"bad"}))  # "verdict" is not in this schema
+    assert named.value == {"label": "ok", "note": ""} and named.reason_skipped
+    assert default.value["note"] == "A long note on why it is fine."
+    assert named.choice("label").probabilities.keys() == {"ok", "bad"}

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from localjudge.judge import Judge
-from localjudge.quality.labelled import devset_rows, measure, read_rows
+from localjudge.quality.labelled import devset_rows, measure
+from localjudge.quality.rows import read_rows
 
 TASKS = ("toxicity", "hallucination")
 SHIP_MARGIN = {"toxicity": 0.05, "hallucination": 0.0}  # over the best trivial baseline

@@ -79,9 +79,9 @@ def exit_with(code: int, message: str) -> None:
 
 def load_judge(model, slots=None, gpu_layers=None, n_ctx=None, threads=None):
     """The judge the command runs on (`LOCALJUDGE_ENGINE=fake`: the scripted fake judge)."""
-    from localjudge.judge import Judge
+    from localjudge.loading import load_judge as load
 
-    return Judge.load(model, slots=slots, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads)
+    return load(model, slots=slots, n_gpu_layers=gpu_layers, n_ctx=n_ctx, n_threads=threads)
 
 
 def known_scorers() -> list[str]:

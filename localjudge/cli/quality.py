@@ -77,7 +77,8 @@ def quality(
     (input, output, context, label: a score or a class) are scored whole by the scorer and
     reported as AUROC and correlation of its score with the label.
     """
-    from localjudge.quality.labelled import DataError, devset_rows, measure, read_rows, report_text
+    from localjudge.quality.labelled import DataError, devset_rows, measure, report_text
+    from localjudge.quality.rows import read_rows
     from localjudge.scorers import task_names, verdict_task
 
     if data is not None and task is None:
@@ -178,7 +179,8 @@ def calibrate(
     import datetime
 
     from localjudge.quality.calibration import calibrate_rows
-    from localjudge.quality.labelled import DataError, read_rows
+    from localjudge.quality.labelled import DataError
+    from localjudge.quality.rows import read_rows
     from localjudge.registry import save_calibration
 
     try:

@@ -73,9 +73,10 @@ def serve(
         check_binding(host, api_key)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    from localjudge.judge import DEFAULT_SLOTS, Judge
+    from localjudge.judge import DEFAULT_SLOTS
+    from localjudge.loading import load_judge
 
-    judge = Judge.load(
+    judge = load_judge(
         model,
         slots=slots,
         # requests that share a token prefix split groups and keep their own prompts

@@ -28,6 +28,7 @@ class Engine(Protocol):
     eog_ids: frozenset[int]  # every token that ends a generation (EOS, end of turn, ...)
     chat_template: str | None  # the model's own chat template, if it has one
     prefill_cells: int  # the longest prefix its prefill context evaluates apart (0: none)
+    prefill_bytes: int  # the host memory its prefill context's KV cache takes (0: none)
     swa_window: int  # its sliding-window layers' window (0: none); see `Scheduler.swa_window`
 
     @property

@@ -107,6 +107,7 @@ class FakeEngine:
         self.kv: dict[int, list[int]] = {}
         # the prefill context: the longest prefix it takes, and the tokens it holds
         self.prefill_cells = prefill_cells
+        self.prefill_bytes = 0  # an emulated cache takes no host memory to speak of
         self.apart: list[int] = []
         # a sliding window, as llama.cpp keeps it: a copy of positions before the source's
         # end gets holes where the window before its end lies a window or more behind the

@@ -9,8 +9,8 @@ from localjudge.quality.labelled import (
     Row,
     devset_rows,
     measure,
-    read_rows,
 )
+from localjudge.quality.rows import read_rows
 
 __all__ = [
     "Agreement",

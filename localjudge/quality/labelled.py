@@ -15,7 +15,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from localjudge.errors import LocalJudgeError
@@ -58,37 +57,6 @@ def prompt_version(task: VerdictTask | str) -> str:
 def row_of(record: Any, number: int, task: VerdictTask | str) -> Row:
     """A checked row; ValueError says what is wrong with it."""
     return as_task(task).read_row(record, number)
-
-
-def read_rows(path: str | Path, task: VerdictTask | str) -> tuple[list, list[RowError]]:
-    """The rows of a JSONL or CSV file (by its suffix), and the rows that could not be read.
-    Verdict rows (`Row`: a claim or a text each), or item rows (`ItemRow`: an `output` to
-    score whole) when the first readable row has an `output` and no `claim` or `text`."""
-    task = as_task(task)
-    from localjudge.evals.dataset import DatasetError, read_records
-    from localjudge.quality.items import is_item_record, item_row_of
-
-    rows: list = []
-    errors: list[RowError] = []
-    parse = None  # verdict rows, or item rows when the first readable row is an item
-    try:
-        records = list(read_records(path))
-    except DatasetError as error:
-        raise DataError(str(error)) from None
-    for number, record, unreadable in records:
-        if unreadable is not None:
-            errors.append(RowError(number, unreadable))
-            continue
-        if parse is None and isinstance(record, dict):
-            parse = item_row_of if is_item_record(record, task) else row_of
-        try:
-            rows.append((parse or row_of)(record, number, task))
-        except ValueError as error:
-            errors.append(RowError(number, str(error)))
-    if not rows:
-        detail = f" ({len(errors)} unreadable; first: row {errors[0].number}: {errors[0].message})"
-        raise DataError(f"{path}: no usable {task.name} row" + (detail if errors else ""))
-    return rows, errors
 
 
 def devset_rows(task: VerdictTask | str) -> list[Row]:

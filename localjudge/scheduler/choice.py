@@ -6,6 +6,7 @@ budget."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -20,10 +21,21 @@ from localjudge.scheduler.request import ChoicePoint, GenerationResult, Timings
 from localjudge.scheduler.state import Finished, Sequence
 from localjudge.scheduler.stats import SchedulerStats
 
-_VERDICT = re.compile(rb'"verdict"\s*:\s*"([^"\\]*)"')
-# where a skipped reason starts: the other fields (a category, a severity) are chosen as
-# ever, and only the reason's text is closed at once
-_REASON_OPEN = re.compile(rb'"reason"\s*:\s*(?:"(?:[^"\\]|\\.)*)?$')
+
+@functools.lru_cache(maxsize=32)
+def _decided(field: str) -> re.Pattern[bytes]:
+    """The value of the string property `field` once its closing quote is in."""
+    name = re.escape(json.dumps(field).encode())
+    return re.compile(name + rb'\s*:\s*"([^"\\]*)"')
+
+
+@functools.lru_cache(maxsize=32)
+def _opened(field: str) -> re.Pattern[bytes]:
+    """Inside the string property `field` (or right before its value): where a skipped
+    reason starts; the other fields (a category, a severity) are chosen as ever, and only
+    the reason's text is closed at once."""
+    name = re.escape(json.dumps(field).encode())
+    return re.compile(name + rb'\s*:\s*(?:"(?:[^"\\]|\\.)*)?$')
 
 
 class TokenChooser:
@@ -114,7 +126,9 @@ class TokenChooser:
     @staticmethod
     def _skipping_reason(seq: Sequence) -> bool:
         """Inside a reason that `reasons_for` skips (its verdict is not wanted)."""
-        return seq.close_early and _REASON_OPEN.search(seq.output_bytes) is not None
+        if not seq.close_early:
+            return False
+        return _opened(seq.item.request.reason_field).search(seq.output_bytes) is not None
 
     @staticmethod
     def _forced(seq: Sequence) -> int | None:
@@ -145,7 +159,7 @@ class TokenChooser:
             self.stats.num_forced_tokens += 1
         wanted = seq.item.request.reasons_for
         if wanted is not None and not seq.verdict_read and seq.choices:
-            found = _VERDICT.search(seq.output_bytes)
+            found = _decided(seq.item.request.decision_field).search(seq.output_bytes)
             if found is not None:  # decided once, when the verdict's closing quote is in
                 seq.verdict_read = True
                 # verdict-first: no reason for a verdict outside `wanted`

@@ -57,6 +57,9 @@ class GenerationRequest:
     # verdict values whose reason is decoded; for the others the JSON is closed as soon as
     # the verdict is known (an empty reason, no tokens spent on it). None: every reason
     reasons_for: frozenset[str] | None = None
+    # the string property whose value `reasons_for` is read from, and the one skipped
+    decision_field: str = "verdict"
+    reason_field: str = "reason"
 
     def __post_init__(self) -> None:
         if self.reasons_for is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from localjudge.scheduler import GenerationResult
 from localjudge.scorers.evidence import claim_template_reason
+from localjudge.scorers.reasons import rubric_template_reason, statement_template_reason
 
 BASE_MODEL_NOTE = "judged by a base model: the verdicts are not meaningful (use an instruct GGUF for real judging)"
 
@@ -154,14 +155,10 @@ def _without_texts(verdict: dict) -> dict:
     if "reason" not in verdict:
         return out
     if "category" in verdict:  # a toxicity verdict: its built reason quotes nothing
-        from localjudge.scorers.toxicity import statement_template_reason
-
         out["reason"] = statement_template_reason(
             verdict["verdict"], verdict["category"], verdict.get("severity", "none")
         )
     elif "probabilities" in verdict:  # a rubric verdict: built from the verdict alone
-        from localjudge.scorers.rubric import rubric_template_reason
-
         out["reason"] = rubric_template_reason(verdict["verdict"])
     else:  # the judge's own words may quote the claim or the context: built again
         out["reason"] = claim_template_reason(

@@ -17,6 +17,7 @@ from localjudge.prompts.rubric import (
     rubric_version,
 )
 from localjudge.scorers.base import Scorer
+from localjudge.scorers.reasons import rubric_template_reason
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, verdict_confidence
@@ -50,11 +51,6 @@ def check_verdicts(verdicts: Any) -> tuple[str, ...]:
         if not isinstance(value, str) or not value.strip() or '"' in value or "\\" in value:
             raise ValueError(f"a verdict must be a plain non-empty string, not {value!r}")
     return values
-
-
-def rubric_template_reason(verdict: str) -> str:
-    """A verdict's reason built from the verdict alone (it quotes nothing)."""
-    return f"Judged {verdict!r} against the criterion."
 
 
 class RubricScorer(Scorer):

@@ -19,6 +19,7 @@ from localjudge.prompts import (
 )
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.baselines import wordlist_verdict
+from localjudge.scorers.reasons import statement_template_reason
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, decide, verdict_confidence
@@ -208,13 +209,6 @@ class ToxicityScorer(Scorer):
             ),
             details=details,
         )
-
-
-def statement_template_reason(verdict: str, category: str, severity: str) -> str:
-    """A statement's reason built from its verdict (what the judge chose, no free text)."""
-    if verdict == "yes":
-        return f"Judged toxic: {category.replace('_', ' ')}, {severity}."
-    return "Judged civil: no attack, mockery, hate, dismissal or threat."
 
 
 def create_toxicity_scorer(
