@@ -108,17 +108,17 @@ def assert_scheduler_idle(
     assert all(g.logits is not None for g in kept)  # what a repeat starts from
     # kept prompts swap ids with the slots' pool: counts per pool hold, and every id once
     assert len(scheduler._free_seq_ids) == scheduler.max_num_seqs
-    assert len(scheduler._free_kept_ids) + len(kept) == scheduler.max_kept_prompts
-    assert len(scheduler._free_prefix_ids) + len(groups) - len(kept) == scheduler.max_num_prefixes
+    assert len(scheduler.prefixes.free_kept_ids) + len(kept) == scheduler.max_kept_prompts
+    assert len(scheduler.prefixes.free_ids) + len(groups) - len(kept) == scheduler.max_num_prefixes
     ids = [g.seq_id for g in groups] + scheduler._free_seq_ids
-    ids += scheduler._free_prefix_ids + scheduler._free_kept_ids
+    ids += scheduler.prefixes.free_ids + scheduler.prefixes.free_kept_ids
     total = scheduler.max_num_seqs + scheduler.max_num_prefixes + scheduler.max_kept_prompts
     assert sorted(ids) == list(range(total))
     children = {id(g.parent) for g in groups if g.parent is not None}
     for group in groups:
         refs = sum(1 for g in groups if g.parent is group)
         assert group.num_refs == refs
-        assert group.auto or scheduler.cache_prefixes or id(group) in children
+        assert group.auto or scheduler.prefixes.cache_prefixes or id(group) in children
     assert scheduler.num_reserved_cells == sum(g.own_cells for g in groups)
     if engine is not None:  # nothing is pending (no work): the cache is exactly the groups
         assert engine.kv == {g.seq_id: list(g.key) for g in groups}

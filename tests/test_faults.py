@@ -59,8 +59,8 @@ def assert_clean(scheduler: Scheduler) -> None:
     assert not scheduler.waiting and not scheduler.running and not scheduler.groups
     assert scheduler.num_reserved_cells == 0
     assert sorted(scheduler._free_seq_ids) == list(range(scheduler.max_num_seqs))
-    assert len(scheduler._free_prefix_ids) == scheduler.max_num_prefixes
-    assert not scheduler._awaited
+    assert len(scheduler.prefixes.free_ids) == scheduler.max_num_prefixes
+    assert not scheduler.prefixes.awaited
 
 
 def test_wait_idle_waits_for_the_steps_finished_requests_left(fake_vocabulary, grammar):
@@ -180,9 +180,11 @@ def test_one_failed_engine_step_fails_nothing(fake_vocabulary, grammar):
 def test_a_step_failing_while_a_prefix_is_evaluated_apart_fails_nothing(
     fake_vocabulary, grammar, monkeypatch
 ):
-    from localjudge.scheduler import core
+    from localjudge.scheduler import prefix_cache
 
-    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
+    monkeypatch.setattr(
+        prefix_cache, "MIN_PREFILL_CONTEXT_TOKENS", 8
+    )  # the fake prefixes are short
 
     class FlakyPrefill(FakeEngine):
         def execute(self, plan):  # the second chunk of the first prefix evaluated apart
@@ -198,7 +200,7 @@ def test_a_step_failing_while_a_prefix_is_evaluated_apart_fails_nothing(
     outcomes = runtime.run([request(grammar, f"c{i}") for i in range(8)])
     assert engine.failed and runtime.num_step_failures == 1
     assert all(o.value == {"verdict": "no", "reason": "checked"} for o in outcomes)
-    assert scheduler.stats.num_tokens_apart > 0 and scheduler._apart is None
+    assert scheduler.stats.num_tokens_apart > 0 and scheduler.prefixes.in_prefill_context is None
     assert runtime.wait_idle(timeout=10)
     assert_clean(scheduler)
     runtime.close()

@@ -445,9 +445,11 @@ def test_long_contexts_evaluated_apart_give_the_verdicts_of_the_batch_on_the_rea
 ):
     from localjudge import Judge
     from localjudge.bench.workloads import rag_items
-    from localjudge.scheduler import core
+    from localjudge.scheduler import prefix_cache
 
-    monkeypatch.setattr(core, "MIN_APART_TOKENS", 256)  # shorter contexts: a faster test
+    monkeypatch.setattr(
+        prefix_cache, "MIN_PREFILL_CONTEXT_TOKENS", 256
+    )  # shorter contexts: a faster test
 
     items = [(context[:14], claims[:1]) for context, claims in rag_items(2)]  # ~320 tokens each
     parts = [claim_verdict_prompt(context, claim) for context, claims in items for claim in claims]
@@ -485,13 +487,13 @@ def test_the_prefill_context_takes_its_memory_from_the_prompt_cache_default():
 
     mib = 1 << 20
     with Judge.load(slots=1, n_ctx=2048) as judge:  # off by default
-        assert judge.engine.prefill_bytes == 0 == judge.scheduler.prefill_cells
+        assert judge.engine.prefill_bytes == 0 == judge.scheduler.prefixes.prefill_cells
         assert judge.scheduler.prompt_cache.max_bytes == DEFAULT_PROMPT_CACHE_MIB * mib
     with Judge.load(slots=1, n_ctx=2048, prefill_cells=4096) as judge:  # at most n_ctx
         engine = judge.engine
         # Gemma 3 270M: 18 layers, 1 KV head, keys and values of 256 in f16
         assert engine.header.kv_bytes_per_cell == 18 * 1 * (256 + 256) * 2
-        assert engine.prefill_cells == 2048 == judge.scheduler.prefill_cells
+        assert engine.prefill_cells == 2048 == judge.scheduler.prefixes.prefill_cells
         assert engine._pctx is None  # opened when a prefix first goes apart
         assert engine.prefill_bytes == 2048 * engine.header.kv_bytes_per_cell
         cache = judge.scheduler.prompt_cache.max_bytes

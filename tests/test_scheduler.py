@@ -14,7 +14,7 @@ from localjudge.scheduler import (
     BatchRuntime,
     GenerationRequest,
     Scheduler,
-    core,
+    prefix_cache,
     split_shared_prefix,
 )
 from localjudge.testing import FakeEngine, assert_scheduler_idle
@@ -591,7 +591,9 @@ def test_auto_prefix_random_arrivals_evictions_and_cancels(
 ):
     import random
 
-    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
+    monkeypatch.setattr(
+        prefix_cache, "MIN_PREFILL_CONTEXT_TOKENS", 8
+    )  # the fake prefixes are short
 
     rng = random.Random(seed)
     stems = ["", CONTEXT, CONTEXT[:40], CONTEXT + "Extra: the moon is far.\n", "Short.\n"]
@@ -705,7 +707,9 @@ def test_long_prefixes_are_evaluated_apart_and_moved_in(fake_vocabulary, grammar
     """With a prefill context, the rules and each item's context are evaluated there, chunk
     by chunk, and their cells moved into their sequences: the same results and counts as
     in the batch, and no prefix token in any batch."""
-    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
+    monkeypatch.setattr(
+        prefix_cache, "MIN_PREFILL_CONTEXT_TOKENS", 8
+    )  # the fake prefixes are short
     runs = {}
     for cells in (0, 4000):
         engine, scheduler, runtime = make_runtime(
@@ -886,7 +890,9 @@ def test_prompt_cache_random_arrivals_evictions_and_cancels(
 ):
     import random
 
-    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
+    monkeypatch.setattr(
+        prefix_cache, "MIN_PREFILL_CONTEXT_TOKENS", 8
+    )  # the fake prefixes are short
 
     rng = random.Random(seed)
     engine, scheduler, runtime = make_runtime(
@@ -1003,7 +1009,7 @@ def test_kept_prompts_are_bounded_least_recently_used_out_first(fake_vocabulary,
     )
     runtime.run([claim_request(grammar, f"c{i} sky") for i in range(4)])
     kept = sorted(g.key[-8:] for g in scheduler.groups.values() if g.kept)
-    assert len(kept) == 2 and len(scheduler._free_kept_ids) == 0
+    assert len(kept) == 2 and len(scheduler.prefixes.free_kept_ids) == 0
     again = runtime.run([claim_request(grammar, f"c{i} sky") for i in (3, 2, 0)])
     # the last two are kept; the first one was evicted and is evaluated whole
     assert [r.counts.prompt_evaluated for r in again][:2] == [0, 0]
@@ -1101,7 +1107,7 @@ def test_engine_failure_with_kept_prompts_starts_every_pool_afresh(fake_vocabula
     scheduler.schedule()  # admitted: they hold slot ids swapped in by the kept prompts
     engine.clear()
     scheduler.requeue_running(GenerationError("lost the cache"))
-    ids = scheduler._free_seq_ids + scheduler._free_prefix_ids + scheduler._free_kept_ids
+    ids = scheduler._free_seq_ids + scheduler.prefixes.free_ids + scheduler.prefixes.free_kept_ids
     assert sorted(ids) == list(range(4 + 2 + 4)) and not scheduler.groups
     results = drive(scheduler, engine)
     assert all(not isinstance(r, Exception) for r in results.values()) and len(results) == 2
@@ -1115,7 +1121,9 @@ def test_kept_prompts_random_arrivals_evictions_and_cancels(
 ):
     import random
 
-    monkeypatch.setattr(core, "MIN_APART_TOKENS", 8)  # the fake prefixes are short
+    monkeypatch.setattr(
+        prefix_cache, "MIN_PREFILL_CONTEXT_TOKENS", 8
+    )  # the fake prefixes are short
 
     rng = random.Random(seed)
     engine, scheduler, runtime = make_runtime(

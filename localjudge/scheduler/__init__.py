@@ -1,6 +1,7 @@
 """Continuous batching: requests, the scheduler state machine, and its runtime."""
 
 from localjudge.scheduler.core import Scheduler
+from localjudge.scheduler.prefix_cache import PrefixCache
 from localjudge.scheduler.request import (
     ChoicePoint,
     GenerationRequest,
@@ -14,6 +15,7 @@ from localjudge.scheduler.state import Finished, ScheduledStep, TokenizedRequest
 from localjudge.scheduler.stats import SchedulerStats
 
 __all__ = [
+    "PrefixCache",
     "BatchRuntime",
     "ChoicePoint",
     "Finished",

@@ -126,7 +126,7 @@ class Sequence:
     group: PrefixGroup | None = None
     copied: bool = False  # prefix cells shared into this sequence
     num_prompt_done: int = 0  # prompt tokens decoded
-    prefix_paid: int = 0  # tokens of shared prefixes evaluated on this sequence's account
+    prefix_counted: int = 0  # tokens of shared prefixes evaluated on this sequence's account
     guide: outlines_core.Guide | None = None  # this sequence's outlines guide
     state: int = 0  # the guide's state after the output so far
     start_state: int = 0  # the guide's state after the head: where the first choice is made
@@ -182,7 +182,9 @@ class ScheduledStep:
 
     plan: StepPlan
     rows: list[Sequence]  # the sequence each logits row belongs to, in row order
-    given: list[Sequence] = field(default_factory=list)  # kept prompts' logits, not the engine's
+    kept_rows: list[Sequence] = field(
+        default_factory=list
+    )  # logits kept with their prompts, not the engine's
     num_prompt_tokens: int = 0  # prompt and prefix tokens in this step
     num_head_tokens: int = 0  # heads in this step (counted in num_output_tokens too)
     num_output_tokens: int = 0  # previously chosen output tokens fed in this step
