@@ -19,8 +19,8 @@ def run_checks(model: str | None = None, **engine_options) -> Iterator[Check]:
     """Every check in order; `model` (default: the default model) and `engine_options`
     (n_gpu_layers, n_ctx, n_threads) are those of the judge the offline check loads."""
     from localjudge.engine import llama_build_info
+    from localjudge.model_registry import load_registry, verify
     from localjudge.paths import home
-    from localjudge.registry import load_registry, verify
 
     info = llama_build_info()
     features = [

@@ -26,9 +26,9 @@ from localjudge.grammar import (
     compile_grammar,
     load_schema,
 )
+from localjudge.model_registry import ResolvedModel, check_checksum, resolve
 from localjudge.paths import cache_dir
 from localjudge.prompts import PromptParts
-from localjudge.registry import ResolvedModel, check_checksum, resolve
 from localjudge.scheduler import (
     BatchRuntime,
     GenerationRequest,
@@ -330,7 +330,7 @@ class Judge:
         training: "registry"); None: the judge's own verdict stands."""
         cached = self._thresholds.get(prompt_version, False)
         if cached is False:
-            from localjudge.registry import load_calibration
+            from localjudge.model_registry import load_calibration
 
             record = load_calibration(self.name, prompt_version)
             cached = None

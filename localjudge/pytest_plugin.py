@@ -58,7 +58,7 @@ def missing_model(model: str | None) -> str | None:
 
     if wants_fake(model):
         return None
-    from localjudge.registry import resolve
+    from localjudge.model_registry import resolve
 
     try:
         resolve(model, assemble=False)

@@ -34,22 +34,22 @@ ALLOWED = {
     "scheduler": {"engine", "grammar"},
     "prompts": set(),
     "merge": set(),
-    "registry": {"engine", "merge"},
-    "judge": {"engine", "grammar", "scheduler", "prompts", "registry"},
-    "scorers": {"judge", "prompts", "scheduler", "grammar", "registry"},
+    "model_registry": {"engine", "merge"},
+    "judge": {"engine", "grammar", "scheduler", "prompts", "model_registry"},
+    "scorers": {"judge", "prompts", "scheduler", "grammar", "model_registry"},
     "testing": {"engine", "judge", "scheduler", "scorers"},
     "evals": {"evals", "scorers", "judge"},
     "quality": {"evals", "scorers", "judge"},
     "loading": {"judge", "testing"},
     "demo": {"judge", "prompts"},
-    "doctor": {"engine", "judge", "registry"},
-    "bench": {"engine", "evals", "grammar", "judge", "prompts", "registry", "scheduler", "scorers"},
+    "doctor": {"engine", "judge", "model_registry"},
+    "bench": {"engine", "evals", "grammar", "judge", "prompts", "model_registry", "scheduler", "scorers"},
     "serve": {"evals", "grammar", "judge", "scheduler", "scorers"},
     "distributed": {"evals", "loading", "scorers"},
-    "pytest_plugin": {"loading", "registry", "scorers"},
+    "pytest_plugin": {"loading", "model_registry", "scorers"},
     "cli": {
         "bench", "demo", "distributed", "doctor", "engine", "evals", "judge", "loading",
-        "quality", "registry", "scorers", "serve",
+        "quality", "model_registry", "scorers", "serve",
     },
     "__init__": {"evals", "judge", "scheduler", "scorers"},
     "__main__": {"cli"},
@@ -281,6 +281,9 @@ def test_a_scorer_that_declares_its_verdict_task_reaches_quality_and_calibrate(
     )
     assert stored.exit_code == 0, stored.output
     assert json.loads(stored.output)["prompt_version"] == "conciseness/1"
+    from localjudge.serve.scorer_api import scorer_entry
+
+    assert scorer_entry("conciseness")["verdictTask"]["promptVersion"] == "conciseness/1"
     for unknown in ("nope", "rubric"):  # no such scorer; a scorer with no task of its own
         bad = runner.invoke(cli, ["quality", "--data", str(data), "--task", unknown])
         assert bad.exit_code == 1 and "Traceback" not in bad.output, bad.output

@@ -24,7 +24,7 @@ from localjudge.bench.ways import round_shares
 from localjudge.bench.workloads import rag_items, workload_items
 from localjudge.cli import cli
 from localjudge.engine import StepOutput
-from localjudge.registry import resolve
+from localjudge.model_registry import resolve
 from localjudge.scheduler.stats import SchedulerStats
 
 

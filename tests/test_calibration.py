@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from localjudge.cli import cli
+from localjudge.model_registry import load_calibration, save_calibration
 from localjudge.prompts import TOXICITY_PROMPT_VERSION
 from localjudge.quality.calibration import calibrate, choose_threshold
-from localjudge.registry import load_calibration, save_calibration
 from localjudge.testing import FakeJudge
 
 
@@ -63,7 +63,7 @@ def test_registry_threshold_decides_unless_a_calibration_is_stored(tmp_home, tmp
     on sources held out from its training) decides its verdicts; the user's own calibration
     takes precedence, and a judge with another adapter (another name) uses neither."""
     from localjudge import create_toxicity_scorer
-    from localjudge.registry import ModelEntry, ResolvedModel
+    from localjudge.model_registry import ModelEntry, ResolvedModel
 
     def entry(name: str, value) -> ResolvedModel:
         shipped = {"thresholds": {TOXICITY_PROMPT_VERSION: value}}

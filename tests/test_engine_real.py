@@ -7,7 +7,7 @@ import pytest
 from localjudge.engine import EngineConfig, LlamaEngine
 from localjudge.engine.template import render_messages
 from localjudge.errors import ModelError
-from localjudge.registry import resolve
+from localjudge.model_registry import resolve
 
 pytestmark = pytest.mark.real
 

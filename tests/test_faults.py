@@ -524,3 +524,20 @@ def test_long_input_is_cut_to_head_and_tail_for_toxicity(tmp_home):
     prompt = result.analyze_prompt
     assert "START" in prompt and "END" in prompt and "characters left out" in prompt
     judge.close()
+
+
+def test_a_long_input_is_counted_off_the_event_loop(tmp_home, monkeypatch):
+    """Shortening counts the message's tokens, maybe many times: on a worker thread, so
+    that `serve`'s other clients and /health are not stalled meanwhile."""
+    import threading
+
+    judge = FakeJudge(judge_script, n_ctx=3000)
+    scorer = create_toxicity_scorer(judge, reason="template", max_input_tokens=200)
+    threads = set()
+    count = scorer.count_tokens
+    monkeypatch.setattr(
+        scorer, "count_tokens", lambda text: threads.add(threading.get_ident()) or count(text)
+    )
+    scorer.run({"input": "filler text " * 3000, "output": "A civil reply."})
+    assert threads and threading.get_ident() not in threads
+    judge.close()

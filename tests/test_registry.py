@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from localjudge import registry
+from localjudge import model_registry as registry
 from localjudge.errors import ChecksumError, ModelError, RegistryError
-from localjudge.registry import add_model, load_registry
+from localjudge.model_registry import add_model, load_registry
 from tests.gguf_factory import write_gguf
 
 

@@ -19,6 +19,7 @@ import pytest
 from localjudge.serve import create_app
 from localjudge.testing import FakeJudge, assert_scheduler_idle
 
+JSON_TYPE = {"content-type": "application/json"}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -81,7 +82,9 @@ def test_errors_are_json_with_the_right_status(tmp_home):
                 reply = await client.post(path, json=body)
                 assert reply.status_code == status, (path, body, reply.text)
                 assert reply.json()["error"]["type"] == kind
-            bad = await client.post("/v1/scorers/toxicity/run", content=b"{not json")
+            bad = await client.post(
+                "/v1/scorers/toxicity/run", content=b"{not json", headers=JSON_TYPE
+            )
             assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_json"
             context = await client.post(
                 "/v1/scorers/hallucination/run", json={"output": "x", "context": "not a list"}
@@ -666,7 +669,7 @@ def test_hostile_bodies_get_clear_errors_and_metrics_stay_well_formed(tmp_home):
 
     async def main():
         async with client_for(judge, api_key="k") as client:
-            key = {"authorization": "Bearer k"}
+            key = {"authorization": "Bearer k", **JSON_TYPE}
             deep = "[" * 100_000 + "]" * 100_000
             nested = await client.post(run_path, content=deep, headers=key)
             assert nested.status_code == 400 and "nested" in nested.json()["error"]["message"]
@@ -887,3 +890,117 @@ def test_scorer_requests_tokenize_off_the_event_loop(tmp_home):
     loop_thread = run(main())
     assert threads and loop_thread not in threads
     judge.close()
+
+
+def test_a_page_cannot_post_form_or_text_bodies_and_hosts_and_origins_are_opt_in(tmp_home):
+    """A form or text/plain POST needs no CORS preflight, so the server takes JSON bodies
+    only (415); `allowed_hosts` and `cors_origins` open the keyless checks by name."""
+    judge = FakeJudge()
+    run_path = "/v1/scorers/toxicity/run"
+    body = json.dumps({"output": "Hi.", "options": {"reason": "template"}})
+
+    async def main():
+        async with client_for(judge) as client:
+            for media in ("text/plain", "application/x-www-form-urlencoded", None):
+                headers = {} if media is None else {"content-type": media}
+                sent = await client.post(run_path, content=body, headers=headers)
+                assert sent.status_code == 415, media
+                assert sent.json()["error"]["type"] == "unsupported_media_type"
+            typed = {"content-type": "application/json; charset=utf-8"}
+            assert (await client.post(run_path, content=body, headers=typed)).status_code == 200
+            named = await client.post(
+                run_path, content=body, headers={**typed, "host": "judge.lan"}
+            )
+            assert named.status_code == 403
+        opened = {"allowed_hosts": ("judge.lan",), "cors_origins": ("https://app.example",)}
+        async with client_for(judge, **opened) as client:
+            named = await client.post(
+                run_path, content=body, headers={**typed, "host": "judge.lan"}
+            )
+            assert named.status_code == 200
+            page = {**typed, "origin": "https://app.example"}
+            called = await client.post(run_path, content=body, headers=page)
+            assert called.status_code == 200
+            assert called.headers["access-control-allow-origin"] == "https://app.example"
+            preflight = await client.options(
+                run_path,
+                headers={
+                    "origin": "https://app.example",
+                    "access-control-request-method": "POST",
+                    "access-control-request-headers": "content-type",
+                },
+            )
+            assert preflight.status_code == 200
+            other = await client.post(
+                run_path, content=body, headers={**typed, "origin": "https://evil.example"}
+            )
+            assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
+
+    run(main())
+    judge.close()
+
+
+def test_shutdown_cuts_running_work_with_a_final_line_and_refuses_the_rest(tmp_home):
+    judge = FakeJudge(slots=1, step_seconds=0.02)
+    items = [{"output": f"Sentence {i} is civil. Another one."} for i in range(200)]
+
+    async def main():
+        app = create_app(judge, close_judge=False)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+
+            async def stop_soon():
+                await asyncio.sleep(0.5)
+                app.state.server.stop_in(0)  # what SIGTERM does, its grace over
+
+            stopper = asyncio.ensure_future(stop_soon())
+            started = time.monotonic()
+            reply = await client.post(
+                "/v1/evals",
+                json={"scorers": ["toxicity"], "items": items,
+                      "options": {"toxicity": {"reason": "template"}}},
+            )  # fmt: skip
+            await stopper
+            assert time.monotonic() - started < 30  # cut, not run to the end
+            lines = [json.loads(line) for line in reply.text.splitlines()]
+            assert lines[-1]["error"]["type"] == "shutting_down"  # the final line
+            assert len(lines) - 1 < len(items)
+            late = await client.post("/v1/scorers/toxicity/run", json={"output": "Hi."})
+            assert late.status_code == 503 and late.json()["error"]["type"] == "shutting_down"
+        assert_scheduler_idle(judge.scheduler, runtime=judge.runtime)  # the cut work left
+
+    run(main())
+    judge.close()
+
+
+def test_sigterm_ends_a_running_stream_with_a_final_line_within_the_grace(tmp_home):
+    import threading
+
+    process, base = start_server("--shutdown-seconds", "4", env={"LOCALJUDGE_ENGINE": "fake"})
+    items = [{"output": " ".join(f"Sentence {j} of {i} is civil." for j in range(20))}
+             for i in range(3000)]  # fmt: skip
+    lines: list[dict] = []
+    first = threading.Event()
+
+    def stream():
+        body = {
+            "scorers": ["toxicity"],
+            "items": items,
+            "options": {"toxicity": {"reason": "template"}},
+        }
+        with httpx.stream("POST", base + "/v1/evals", json=body, timeout=120) as reply:
+            for line in reply.iter_lines():
+                if line:
+                    lines.append(json.loads(line))
+                    first.set()
+
+    reader = threading.Thread(target=stream)
+    reader.start()
+    assert first.wait(120), "no item came back"
+    signalled = time.monotonic()
+    code = stop(process)
+    reader.join(60)
+    assert code == 0
+    assert time.monotonic() - signalled < 4 + 10  # the grace, and the judge's close
+    assert lines[-1].get("error", {}).get("type") == "shutting_down", lines[-1]
+    assert len(lines) - 1 < len(items)

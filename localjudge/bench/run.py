@@ -21,7 +21,7 @@ from localjudge.bench.results import WorkloadReport
 from localjudge.bench.ways import claim_prompts, run_scheduler_way, run_scorer_way
 from localjudge.bench.workloads import workload_items
 from localjudge.judge import Judge
-from localjudge.registry import resolve
+from localjudge.model_registry import resolve
 from localjudge.scheduler.stats import SchedulerStats
 from localjudge.scorers.evidence import DEFAULT_TOP_K
 

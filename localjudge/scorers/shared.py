@@ -18,7 +18,7 @@ def shared_judge(model: Judge | str | Path | None) -> Judge:
     process (loading the same model twice is waste). Shared judges close at exit."""
     if isinstance(model, Judge):
         return model
-    from localjudge.registry import resolve
+    from localjudge.model_registry import resolve
 
     key = str(resolve(model).path.resolve())
     with _shared_lock:

@@ -8,6 +8,7 @@ prefix (rubric + the user's message) -> score: severity-weighted share of toxic 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -176,8 +177,9 @@ class ToxicityScorer(Scorer):
         verdicts: list[dict] = []
         analyze_prompt = None
         if statements:
-            user_input, original_tokens = shorten_middle(
-                judge_text(run.input_text), self.max_input_tokens, self.count_tokens
+            # on a worker thread: counting a long message's tokens must not stall the loop
+            user_input, original_tokens = await asyncio.to_thread(
+                shorten_middle, judge_text(run.input_text), self.max_input_tokens, self.count_tokens
             )
             if original_tokens is not None:
                 details["inputShortened"] = {

@@ -21,9 +21,13 @@ def create_app(
     max_in_flight: int = MAX_IN_FLIGHT,
     close_judge: bool = True,
     body_timeout: float = 30.0,
+    allowed_hosts: tuple[str, ...] = (),
+    cors_origins: tuple[str, ...] = (),
 ):
     """The ASGI app over one judge. `close_judge`: close it when the app shuts down.
-    `body_timeout`: seconds a request body may take to arrive (408 past it)."""
+    `body_timeout`: seconds a request body may take to arrive (408 past it).
+    `allowed_hosts`: Host names a keyless server answers besides the loopback ones.
+    `cors_origins`: origins whose pages may call it (CORS; none by default)."""
     from fastapi import FastAPI
     from fastapi.responses import PlainTextResponse
 
@@ -43,10 +47,24 @@ def create_app(
             await asyncio.to_thread(judge.close)
 
     app = FastAPI(title="localjudge", version="0.2.0", lifespan=lifespan)
-    app.state.pool, app.state.counters = pool, server.counters
+    app.state.pool, app.state.counters, app.state.server = pool, server.counters, server
     app.add_middleware(
-        Guard, api_key=api_key, max_body_bytes=max_body_bytes, counters=server.counters
+        Guard,
+        api_key=api_key,
+        max_body_bytes=max_body_bytes,
+        counters=server.counters,
+        allowed_hosts=tuple(allowed_hosts),
+        cors_origins=tuple(cors_origins),
     )
+    if cors_origins:  # outside the guard: it answers the preflights the guard lets through
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
 
     @app.get("/health")
     async def health():

@@ -38,10 +38,12 @@ def _host_name(value: str) -> str:
 
 class Guard:
     """Pure ASGI middleware in front of every route: the bearer key (constant-time), and
-    without a key the browser checks (a Host that is not a loopback name, as DNS rebinding
-    sends, and a cross-site Origin get 403), and a declared body over the limit (413). It
-    passes `receive` through untouched, so handlers see the client's disconnect (Starlette's
-    BaseHTTPMiddleware would hide it, and abandoned requests would run on)."""
+    without a key the browser checks (a Host that is not an allowed name, as DNS rebinding
+    sends, and a cross-site Origin get 403; `allowed_hosts` adds names to the loopback
+    ones, `cors_origins` adds origins a page may call from); a body that is not declared
+    JSON (415) or is declared over the limit (413). It passes `receive` through untouched,
+    so handlers see the client's disconnect (Starlette's BaseHTTPMiddleware would hide it,
+    and abandoned requests would run on)."""
 
     def __init__(
         self,
@@ -50,10 +52,13 @@ class Guard:
         api_key: str | None,
         max_body_bytes: int,
         counters: Counters,
-        allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES,
+        allowed_hosts: tuple[str, ...] = (),
+        cors_origins: tuple[str, ...] = (),
     ) -> None:
         self.app, self.api_key, self.max_body_bytes = app, api_key, max_body_bytes
-        self.counters, self.allowed_hosts = counters, allowed_hosts
+        self.counters = counters
+        self.allowed_hosts = LOOPBACK_NAMES + tuple(h.lower() for h in allowed_hosts)
+        self.cors_origins = tuple(o.rstrip("/").lower() for o in cors_origins)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -72,6 +77,9 @@ class Guard:
     def refusal(self, scope: dict) -> "ServeError | None":
         headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
         path = scope.get("path", "")
+        origin = headers.get("origin", b"").decode("latin-1")
+        if scope.get("method") == "OPTIONS" and origin.rstrip("/").lower() in self.cors_origins:
+            return None  # a preflight from an origin the server was told to serve
         if self.api_key is not None:
             given = headers.get("authorization", b"")
             if path != "/health" and not hmac.compare_digest(
@@ -84,16 +92,29 @@ class Guard:
                 return ServeError(
                     403, "forbidden_host", "a keyless server answers loopback host names only"
                 )
-            origin = headers.get("origin", b"").decode("latin-1")
-            if origin and _host_name(origin.split("://", 1)[-1]) not in self.allowed_hosts:
+            if origin and not self._origin_allowed(origin):
                 # "null" (a sandboxed page, a file) is no loopback name either
                 return ServeError(
                     403, "forbidden_origin", "a keyless server refuses cross-site requests"
                 )
         length = headers.get("content-length", b"").decode("latin-1")
+        if scope.get("method") == "POST" and (
+            length not in ("", "0") or headers.get("transfer-encoding")
+        ):
+            media = headers.get("content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+            if media != "application/json":
+                # a page's form or text/plain POST needs no preflight: JSON only
+                return ServeError(
+                    415, "unsupported_media_type", "send the body as Content-Type: application/json"
+                )
         if length.isdigit() and int(length) > self.max_body_bytes:
             return ServeError(413, "too_large", f"request body over {self.max_body_bytes} bytes")
         return None
+
+    def _origin_allowed(self, origin: str) -> bool:
+        if origin.rstrip("/").lower() in self.cors_origins:
+            return True
+        return _host_name(origin.split("://", 1)[-1]) in self.allowed_hosts
 
 
 def check_binding(host: str, api_key: str | None) -> None:

@@ -326,11 +326,7 @@ def openai_routes(server: Server):
                 return None
             getter = asyncio.ensure_future(pieces.get())
             waited = {getter, future} | ({watcher} if watcher is not None else set())
-            done, _ = await asyncio.wait(
-                waited,
-                timeout=max(0.0, deadline - loop.time()),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            done = await server.wait_any(waited, max(0.0, deadline - loop.time()))
             if getter in done:
                 return getter.result()
             getter.cancel()
@@ -338,6 +334,8 @@ def openai_routes(server: Server):
                 return pieces.get_nowait() if not pieces.empty() else None
             if watcher is not None and watcher in done:
                 raise ServeError(499, "client_closed", "the client went away")
+            if server.stopping():
+                raise server.shutdown_error()
             raise ServeError(504, "timeout", f"no result within {server.request_timeout:g} s")
 
         def settle() -> None:

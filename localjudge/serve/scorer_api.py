@@ -68,6 +68,26 @@ class ScorerPool:
         return len(self._scorers)
 
 
+def scorer_entry(name: str) -> dict[str, Any]:
+    """A registered scorer as `GET /v1/scorers` lists it, with its verdict task if any."""
+    cls = SCORERS[name][0]
+    entry = {
+        "name": name,
+        "id": cls.id,
+        "description": cls.description,
+        "options": sorted(scorer_options(name)),
+    }
+    task = cls.verdict_task
+    if task is not None:
+        entry["verdictTask"] = {
+            "promptVersion": task.prompt_version,
+            "flagged": task.flagged,
+            "textField": task.text_field,
+            "context": task.context,
+        }
+    return entry
+
+
 def scorer_routes(server: Server, pool: ScorerPool):
     """The scorer API's routes over `server`'s judge, scorers taken from `pool`."""
     from fastapi import APIRouter, Request
@@ -78,17 +98,7 @@ def scorer_routes(server: Server, pool: ScorerPool):
     @router.get("/v1/scorers")
     async def list_scorers():
         server.counters.count("/v1/scorers", 200)
-        return {
-            "scorers": [
-                {
-                    "name": name,
-                    "id": SCORERS[name][0].id,
-                    "description": SCORERS[name][0].description,
-                    "options": sorted(scorer_options(name)),
-                }
-                for name in scorer_names()
-            ]
-        }
+        return {"scorers": [scorer_entry(name) for name in scorer_names()]}
 
     @router.post("/v1/scorers/{name}/run")
     async def run_scorer(name: str, request: Request):
@@ -163,9 +173,14 @@ def scorer_routes(server: Server, pool: ScorerPool):
             task = asyncio.ensure_future(produce())
             try:
                 while True:
-                    kind, value = await asyncio.wait_for(
-                        queue.get(), timeout=server.request_timeout
-                    )
+                    getter = asyncio.ensure_future(queue.get())
+                    if not await server.wait_any({getter}, server.request_timeout):
+                        getter.cancel()
+                        cut = server.shutdown_error() if server.stopping() else None
+                        cut = cut or ServeError(504, "timeout", "no item finished in time")
+                        yield (json.dumps(cut.body()) + "\n").encode()  # a final line
+                        return
+                    kind, value = getter.result()
                     if kind == "item":
                         yield (
                             json.dumps(
@@ -181,10 +196,6 @@ def scorer_routes(server: Server, pool: ScorerPool):
                     else:
                         yield (json.dumps(error_of(value).body()) + "\n").encode()
                         return
-            except asyncio.TimeoutError:
-                yield (
-                    json.dumps(ServeError(504, "timeout", "no item finished in time").body()) + "\n"
-                ).encode()
             finally:  # also when the client disconnects: the evaluation stops
                 task.cancel()
                 with contextlib.suppress(BaseException):

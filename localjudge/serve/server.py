@@ -4,6 +4,7 @@ body within its time; running a request's work under the timeout while the clien
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +32,37 @@ class Server:
         self.request_timeout = request_timeout
         self.max_in_flight = max_in_flight
         self.body_timeout = body_timeout
+        self.stop_at: float | None = None  # set by shutdown: when work still running is cut
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def stop_in(self, seconds: float) -> None:
+        """Shutdown began (SIGTERM): work still running `seconds` from now is cut, a stream
+        with a final error line, a request with a 503. Safe from a signal handler."""
+        self.stop_at = time.monotonic() + max(0.0, seconds)
+
+    def stopping(self) -> bool:
+        return self.stop_at is not None and time.monotonic() >= self.stop_at
+
+    def shutdown_error(self) -> ServeError:
+        return ServeError(503, "shutting_down", "the server is shutting down")
+
+    async def wait_any(self, futures: set, timeout: float) -> set:
+        """Wait until one of `futures` is done or `timeout` passes, as `asyncio.wait` does,
+        but return early (an empty set) once shutdown cuts running work: waits are taken in
+        slices of a second, so a signal is noticed within one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.stopping():
+                return set()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return set()
+            done, _ = await asyncio.wait(
+                futures, timeout=min(left, 1.0), return_when=asyncio.FIRST_COMPLETED
+            )
+            if done:
+                return done
 
     def reply(self, route: str, error: ServeError):
         """The JSON error reply, counted under `route`."""
@@ -83,9 +115,7 @@ class Server:
         task = asyncio.ensure_future(work())
         watcher = asyncio.ensure_future(self.until_disconnect(request))
         try:
-            done, _ = await asyncio.wait(
-                {task, watcher}, timeout=self.request_timeout, return_when=asyncio.FIRST_COMPLETED
-            )
+            done = await self.wait_any({task, watcher}, self.request_timeout)
             if task in done:
                 return task.result()
             task.cancel()
@@ -93,6 +123,8 @@ class Server:
                 await task
             if watcher in done:
                 raise ServeError(499, "client_closed", "the client went away")
+            if self.stopping():
+                raise self.shutdown_error()
             raise ServeError(504, "timeout", f"no result within {self.request_timeout:g} s")
         finally:
             watcher.cancel()
