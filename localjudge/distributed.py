@@ -1,15 +1,10 @@
-"""Evaluations on a Ray cluster, with the same JSONL contract as the local `eval`.
-
-The driver reads the dataset and the results file once (keys, duplicate ids and resume need
-one ordered pass), then Ray Data spreads the items over a pool of actors; each actor loads
-ONE judge and keeps it, and batches its rows through its own scheduler. Records come back
-to the driver, which appends them to the results file as they arrive, so resume, `kill -9`
-and the summary work exactly as locally. An actor that dies mid-batch is restarted and its
-batch run again: no item is lost, and none is written twice (records are written only by
-the driver, once per returned batch).
-
-This is the only module that imports ray (the extra `localjudge[ray]`).
-"""
+"""Evaluations on a Ray cluster, with the same JSONL contract as the local `eval`: the
+driver reads the dataset and the results file once (keys, duplicates and resume need one
+ordered pass), Ray Data spreads the items over actors that each load ONE judge and batch
+their rows through its scheduler, and the driver appends the records as they come back
+(resume, `kill -9` and the summary work as locally). An actor that dies mid-batch is
+restarted and its batch run again: no item is lost or written twice. The only module that
+imports ray (the extra `localjudge[ray]`)."""
 
 from __future__ import annotations
 

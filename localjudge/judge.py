@@ -39,13 +39,9 @@ from localjudge.scheduler import (
 
 DEFAULT_MAX_TOKENS = 192
 DEFAULT_MAX_GRAMMARS = 32  # compiled schema dicts kept in memory (a named schema always is)
-DEFAULT_SLOTS = (
-    32  # sequences per decode: on 2 CPU cores 32 beat 16 by 8-28% (README, `bench --slots`)
-)
+DEFAULT_SLOTS = 32  # sequences per decode (README: `bench --slots` compares)
 AUTO_PREFIX_TOKENS = 32  # shortest token prefix worth a shared group of its own
-# host memory for saved prefix states (the prompt cache); a 2,200-token context of the
-# embedded model takes 14 MiB (measured: 18 KiB a cell over its first 512 cells, 3 KiB
-# after them, as a saved state keeps the sliding-window layers' last window only)
+# host memory for saved prefix states (the prompt cache; README: what a context takes)
 DEFAULT_PROMPT_CACHE_MIB = 512
 MAX_SEQUENCES = 256  # llama.cpp's limit of sequences in one context (LLAMA_MAX_SEQ)
 

@@ -132,7 +132,7 @@ def run_bench(
                 stats: SchedulerStats, widest=num_slots, workload=report.workload, way=way
             ) -> EngineReplay:
                 # the bare engine right after the round, so that both see the machine at
-                # the same speed (this VM's drifts by 20% within minutes)
+                # the same speed (a machine's speed drifts within minutes)
                 parts = []
                 if stats.prompt_phase_tokens:
                     parts = prompt_phase_parts(tokens_of[workload], stats.prompt_phase_tokens)

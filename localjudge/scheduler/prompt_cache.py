@@ -1,18 +1,9 @@
-"""Saved prefix states in host memory: a second tier behind the KV cache.
-
-When a prefix group leaves the KV cache (its last user finished, or its cells were needed),
-the engine serialises its cells (`llama_state_seq_get_data`) and the bytes are kept here,
-keyed by the prefix's tokens. A later request with the same prefix gets the cells back by
-copying those bytes in (`llama_state_seq_set_data`) instead of evaluating the prompt again:
-what llama-server's prompt cache does for a re-sent prompt. Bounded by bytes, least recently
-used first out. A group nested in another (a context below the instructions) saves only its
-own cells: restored, they get the outer prefix's cells copied in behind them, as when they
-were evaluated, so several restored contexts share one copy of the instructions.
-
-A finished request's kept prompt (its own cells, behind its prefix group's) that leaves the
-KV cache is saved here too, with the logits its first token is chosen from: the same request
-sent again restores its prefix, then its own cells, and evaluates nothing.
-"""
+"""Saved prefix states in host memory, a second tier behind the KV cache: a prefix group's
+cells as llama.cpp serialises them (`llama_state_seq_get_data`), keyed by its tokens, put
+back by `llama_state_seq_set_data` for a later request with the same prefix instead of a
+prefill. Bounded by bytes, least recently used out first. A nested group saves only its own
+cells (restored, the outer prefix's cells are copied in behind them); a kept prompt saves
+its own cells with the logits its first token is chosen from (`KeptPrompt`)."""
 
 from __future__ import annotations
 
