@@ -171,8 +171,9 @@ def run_scheduler_way(
     slot) keep its requests' prompts in the KV cache while they fit. `reference`: called
     right after each round with its counters, while the judge idles: the bare engine
     replaying that round (in a process of its own: its memory is not the way's).
-    `windows`: each claim judged against its evidence windows (the way "e"), a claim
-    counting as valid when all its replies are."""
+    `windows`: each claim judged against its evidence windows best first until one
+    supports it (the way "e", as the scorer judges), a claim counting as valid when all
+    its replies are."""
     schema = load_schema(SCHEMA)
     with (
         PeakRss() as rss,
@@ -196,28 +197,49 @@ def run_scheduler_way(
             else [[pair] for pair in claim_prompts(judge, items)]
         )
 
-        def round_requests():
-            return [
-                judge.request(s, grammar, prefix=p, max_tokens=max_tokens, reasons_for=reasons_for)
-                for pairs in per_claim
-                for p, s in pairs
-            ]
+        def request(pair):
+            prefix, suffix = pair
+            return judge.request(
+                suffix, grammar, prefix=prefix, max_tokens=max_tokens, reasons_for=reasons_for
+            )
+
+        def one_round() -> list[list]:
+            """Each claim's outcomes: against its one prompt, or (windows) against its
+            windows best first, all claims of a level in one batch, until one supports it,
+            as the hallucination scorer judges."""
+            outcomes: list[list] = [[] for _ in per_claim]
+            pending, level = list(range(len(per_claim))), 0
+            while pending:
+                done = judge.generate_many([request(per_claim[c][level]) for c in pending])
+                for c, outcome in zip(pending, done, strict=True):
+                    outcomes[c].append(outcome)
+                pending = [
+                    c
+                    for c, outcome in zip(pending, done, strict=True)
+                    if level + 1 < len(per_claim[c])
+                    and (isinstance(outcome, Exception) or outcome.value.get("verdict") != "no")
+                ]
+                level += 1
+            return outcomes
 
         if warm:  # the warm-up round: not counted
-            judge.generate_many(round_requests())
+            one_round()
         before = judge.runtime.stats
         walls, valid, replays = [], [], []
         for _ in range(rounds):
-            requests = round_requests()
             round_before = judge.runtime.stats
             start = time.perf_counter()
-            outcomes = judge.generate_many(requests)
+            outcomes = one_round()
             walls.append(time.perf_counter() - start)
             if reference is not None:
                 round_stats = judge.runtime.stats.since(round_before)
                 replays.append((round_stats, reference(round_stats)))
-            good = iter(not isinstance(o, Exception) and is_valid(o.text, schema) for o in outcomes)
-            valid.append(sum(all([next(good) for _ in pairs]) for pairs in per_claim))
+            valid.append(
+                sum(
+                    all(not isinstance(o, Exception) and is_valid(o.text, schema) for o in mine)
+                    for mine in outcomes
+                )
+            )
         stats = judge.runtime.stats.since(before)
     return _measured(label, len(per_claim), walls, min(valid), stats, rss.peak_mib, replays)
 

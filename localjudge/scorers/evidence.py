@@ -204,7 +204,7 @@ def candidate_windows(
     for claim in claims:
         scores = index.scores(claim)
         ranked = sorted(range(len(windows)), key=lambda i: (-scores[i], i))
-        chosen.append(sorted(ranked[:k]))
+        chosen.append(ranked[:k])  # best first: a claim stops at the first that supports it
         left_out.append(max(0, len(windows) - MAX_WINDOWS) if mode == "all" else 0)
     return chosen, left_out
 

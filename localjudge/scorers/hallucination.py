@@ -1,8 +1,9 @@
 """The hallucination scorer (Mastra's `createHallucinationScorer`).
 
 preprocess: the output's claims -> analyze: one verdict per claim against the context (a
-long context as evidence windows: each claim against its best-matching windows, all in one
-batch with the windows as shared prefixes; its best window decides and is its evidence) ->
+long context as evidence windows: each claim against its best-matching windows, best first,
+until one supports it; the claims of a round in one batch with the windows as shared
+prefixes; the deciding window is its evidence) ->
 score: hallucinated / verdicts * scale -> reason: built from the verdicts and evidence, or
 written by a judge fit to write it.
 """
@@ -188,8 +189,12 @@ class HallucinationScorer(Scorer):
         self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
     ) -> tuple[list[dict], str]:
         """One verdict per claim, and the literal prompt of the first request. A claim is
-        judged against each of its candidate windows (the shared prefixes of the batch);
-        its best window (lowest P(hallucinated)) decides, and is its evidence."""
+        judged against its candidate windows best first, all claims' windows of a round in
+        one batch (the windows are its shared prefixes), and stops at the first window that
+        supports it: that window decides and is its evidence. A claim no window supports is
+        hallucinated, with the window that came closest (lowest P(hallucinated)). The
+        verdicts are those of judging every window and taking the best; the windows after
+        a supporting one are not evaluated."""
         windows, chosen, left_out = await asyncio.to_thread(  # tokenizes the whole context
             plan_windows,
             self.judge,
@@ -199,20 +204,26 @@ class HallucinationScorer(Scorer):
             window_tokens=self.window_tokens,
             max_tokens=self.verdict_max_tokens,
         )
-        prompts = [
-            claim_verdict_prompt(text, claim)
-            for claim, ws in zip(claims, chosen, strict=True)
-            for text in claim_contexts(context, windows, ws)
-        ]
-        results, first_prompt = await self.judge_each(
-            "analyze", prompts, "hallucination_verdict", self.verdict_max_tokens, usage
-        )
         threshold = self.judge.verdict_threshold(HALLUCINATION_PROMPT_VERSION)
+        texts = [claim_contexts(context, windows, ws) for ws in chosen]
+        judged: list[list] = [[] for _ in claims]  # each claim's results, window by window
+        pending, level, first_prompt = list(range(len(claims))), 0, None
+        while pending:
+            prompts = [claim_verdict_prompt(texts[c][level], claims[c]) for c in pending]
+            results, prompt = await self.judge_each(
+                "analyze", prompts, "hallucination_verdict", self.verdict_max_tokens, usage
+            )
+            first_prompt = first_prompt or prompt
+            for c, result in zip(pending, results, strict=True):
+                judged[c].append(result)
+            pending = [
+                c
+                for c, result in zip(pending, results, strict=True)
+                if decide(result, threshold) == "yes" and level + 1 < len(texts[c])
+            ]
+            level += 1
         verdicts = []
-        at = 0
-        for claim, ws, missed in zip(claims, chosen, left_out, strict=True):
-            mine = results[at : at + max(len(ws), 1)]
-            at += len(mine)
+        for claim, ws, missed, mine in zip(claims, chosen, left_out, judged, strict=True):
             best = min(range(len(mine)), key=lambda i: p_yes(mine[i]))
             result = mine[best]
             verdict = decide(result, threshold)
