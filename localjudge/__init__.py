@@ -14,7 +14,7 @@ from localjudge.errors import (
     VerdictError,
 )
 from localjudge.evals.live import LiveScorer, LiveStats
-from localjudge.evals.run import EvalItem, EvalResult, ItemResult, run_evals, run_evals_async
+from localjudge.evals.runner import EvalItem, EvalResult, ItemResult, run_evals, run_evals_async
 from localjudge.judge import Judge
 from localjudge.scheduler import ChoicePoint, GenerationRequest, GenerationResult, SamplingParams
 from localjudge.scorers import (

@@ -21,7 +21,7 @@ from typing import Any
 from localjudge.errors import LocalJudgeError, ModelError
 from localjudge.evals.batch import FileEvalReport, item_record, plan_file
 from localjudge.evals.dataset import DatasetRow
-from localjudge.evals.run import EvalItem, ItemResult, run_evals_async
+from localjudge.evals.runner import EvalItem, ItemResult, run_evals_async
 
 _FORWARDED = ("LOCALJUDGE_ENGINE", "LOCALJUDGE_MODEL")  # the driver's settings that actors share
 

@@ -25,7 +25,7 @@ import pytest
 if TYPE_CHECKING:  # imported when used: every pytest session loads this plugin
     from localjudge.scorers.base import Scorer
     from localjudge.scorers.result import ScorerResult
-    from localjudge.scorers.run import ScorerRun
+    from localjudge.scorers.scorer_run import ScorerRun
 
 MARKER = "requires_judge"
 

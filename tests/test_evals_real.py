@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from localjudge.evals.live import LiveScorer
-from localjudge.evals.run import run_evals
+from localjudge.evals.runner import run_evals
 from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
 
 pytestmark = pytest.mark.real

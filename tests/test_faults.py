@@ -448,7 +448,7 @@ def test_real_engine_close_while_threads_submit_exits_0(tmp_path, delay):
 )
 def test_unreadable_output_is_an_input_error_for_both_scorers(tmp_home, output):
     from localjudge.errors import ScorerInputError
-    from localjudge.evals.run import run_evals
+    from localjudge.evals.runner import run_evals
 
     judge = FakeJudge(judge_script)
     scorers = [

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from localjudge.evals.run import run_evals
+from localjudge.evals.runner import run_evals
 from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
 from localjudge.testing import FakeJudge, assert_scheduler_idle
 

@@ -11,7 +11,7 @@ import pytest
 
 from localjudge.errors import ScorerError, ScorerInputError
 from localjudge.evals.live import LiveScorer
-from localjudge.evals.run import run_evals
+from localjudge.evals.runner import run_evals
 from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
 from localjudge.testing import FakeJudge
 
@@ -259,7 +259,7 @@ def test_items_stream_through_without_being_kept(tmp_home):
     import weakref
 
     from localjudge import create_toxicity_scorer
-    from localjudge.evals.run import run_evals_async
+    from localjudge.evals.runner import run_evals_async
 
     read = []
 

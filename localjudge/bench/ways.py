@@ -261,7 +261,7 @@ def run_scorer_way(
     fitness allows: by the judge, or sentences for a verdicts-only judge; a verdict per
     claim; a judge-written reason) over items whose output states the workload's claims;
     the unit is the item. Nothing is kept between rounds (no prompt cache, no kept prompts)."""
-    from localjudge.evals.run import run_evals
+    from localjudge.evals.runner import run_evals
     from localjudge.scorers import create_hallucination_scorer
 
     data = [{"output": " ".join(claims), "context": context} for context, claims in items]

@@ -120,7 +120,7 @@ def _parse_thresholds(values: tuple[str, ...], scorers: tuple[str, ...]) -> dict
 
 def _parse_fields(values: tuple[str, ...]) -> dict[str, str]:
     """--field input=question: the item field `input` is read from the key `question`."""
-    from localjudge.evals.run import ITEM_FIELDS
+    from localjudge.evals.runner import ITEM_FIELDS
 
     fields: dict[str, str] = {}
     for value in values:

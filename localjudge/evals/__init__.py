@@ -4,7 +4,7 @@ and live scoring of a pipeline's outputs."""
 from localjudge.evals.batch import evaluate_file
 from localjudge.evals.dataset import DatasetError, ResultsFile, read_dataset
 from localjudge.evals.live import LiveScorer, LiveStats
-from localjudge.evals.run import EvalItem, EvalResult, ItemResult, run_evals, run_evals_async
+from localjudge.evals.runner import EvalItem, EvalResult, ItemResult, run_evals, run_evals_async
 
 __all__ = [
     "DatasetError",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from localjudge.evals.dataset import DatasetRow, ResultsFile, read_dataset
-from localjudge.evals.run import ItemResult, run_evals_async
+from localjudge.evals.runner import ItemResult, run_evals_async
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.steps import run_coroutine
 

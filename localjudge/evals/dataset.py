@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from localjudge.errors import LocalJudgeError, ScorerInputError
-from localjudge.evals.run import EvalItem
+from localjudge.evals.runner import EvalItem
 
 
 class DatasetError(LocalJudgeError):

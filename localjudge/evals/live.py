@@ -20,7 +20,7 @@ from typing import Any
 from localjudge.evals.dataset import json_line
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.result import ScorerResult
-from localjudge.scorers.run import ScorerRun
+from localjudge.scorers.scorer_run import ScorerRun
 
 
 @dataclass

@@ -166,7 +166,7 @@ def measure_items(
 ) -> ItemReport:
     """Score every item with the task's scorer (template reasons: the score is what is
     compared) and compare with the labels, beside the item-level baseline."""
-    from localjudge.evals.run import run_evals
+    from localjudge.evals.runner import run_evals
     from localjudge.scorers import make_scorer
 
     scorer = make_scorer(task, judge, reason="template")

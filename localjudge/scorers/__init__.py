@@ -18,7 +18,7 @@ from localjudge.scorers.registry import (
 )
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.rubric import RubricScorer, create_rubric_scorer
-from localjudge.scorers.run import ScorerRun
+from localjudge.scorers.scorer_run import ScorerRun
 from localjudge.scorers.shared import shared_judge
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import round_half_up, split_sentences, split_statements

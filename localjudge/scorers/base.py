@@ -11,7 +11,7 @@ from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
 from localjudge.scheduler import GenerationRequest, GenerationResult
 from localjudge.scorers.result import ScorerResult, StepUsage
-from localjudge.scorers.run import ScorerRun, check_option
+from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.shared import shared_judge
 from localjudge.scorers.steps import Step, generate_all, run_coroutine
 from localjudge.scorers.task import VerdictTask

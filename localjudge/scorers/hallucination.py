@@ -36,7 +36,7 @@ from localjudge.scorers.evidence import (
     quote,
 )
 from localjudge.scorers.result import ScorerResult, StepUsage
-from localjudge.scorers.run import ScorerRun, check_context, check_option
+from localjudge.scorers.scorer_run import ScorerRun, check_context, check_option
 from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_confidence
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, round_half_up, split_statements

@@ -19,7 +19,7 @@ from localjudge.prompts.rubric import (
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.reasons import rubric_template_reason
 from localjudge.scorers.result import ScorerResult, StepUsage
-from localjudge.scorers.run import ScorerRun, check_option
+from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, verdict_confidence
 from localjudge.scorers.task import LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, split_statements

@@ -22,7 +22,7 @@ from localjudge.scorers.base import Scorer
 from localjudge.scorers.baselines import wordlist_verdict
 from localjudge.scorers.reasons import statement_template_reason
 from localjudge.scorers.result import ScorerResult, StepUsage
-from localjudge.scorers.run import ScorerRun, check_option
+from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, decide, verdict_confidence
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, round_half_up, shorten_middle, split_statements

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from localjudge.errors import LocalJudgeError
-from localjudge.evals.run import run_evals_async
+from localjudge.evals.runner import run_evals_async
 from localjudge.judge import Judge
 from localjudge.scorers import Scorer, make_scorer, scorer_names, scorer_options
 from localjudge.scorers.registry import SCORERS

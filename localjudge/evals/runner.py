@@ -14,7 +14,7 @@ from localjudge.errors import LocalJudgeError, ScorerInputError, error_kind
 from localjudge.evals.progress import ItemBar, wanted
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.result import ScorerResult
-from localjudge.scorers.run import ScorerRun, record_fields
+from localjudge.scorers.scorer_run import ScorerRun, record_fields
 from localjudge.scorers.steps import run_coroutine
 from localjudge.scorers.threshold import Threshold, threshold_results
 
