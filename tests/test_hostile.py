@@ -107,6 +107,7 @@ def check_results(result, readable_of: dict, scales: dict) -> None:
             assert set(item_result.errors) in (set(scales), {"item"}), item_result.errors
 
 
+@pytest.mark.hostile
 @pytest.mark.timeout(600)
 def test_hundreds_of_hostile_outputs_through_both_scorers(tmp_home):
     judge = FakeJudge(any_valid_reply, slots=16)

@@ -105,6 +105,7 @@ def test_a_tampered_adapter_is_refused_before_merging(empty_home, tmp_path, monk
     assert not (empty_home / "models" / "gemma-3-270m-judge-q8-merged.gguf").exists()
 
 
+@pytest.mark.hostile
 def test_verify_refuses_a_file_that_is_not_a_gguf(tmp_home, tmp_path):
     from click.testing import CliRunner
 
@@ -171,6 +172,7 @@ def test_models_default_and_localjudge_model(tmp_home, tmp_path, monkeypatch):
     assert bad.exit_code == 1 and "unknown model 'missing'" in bad.output
 
 
+@pytest.mark.hostile
 def test_a_malformed_user_registry_is_one_clear_line_and_a_non_gguf_file_is_refused(tmp_home):
     from click.testing import CliRunner
 

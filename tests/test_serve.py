@@ -132,6 +132,7 @@ def test_evals_stream_ndjson_as_items_finish(tmp_home):
     judge.close()
 
 
+@pytest.mark.hostile
 def test_bearer_key_timeout_and_overload(tmp_home):
     judge = FakeJudge(slots=1, step_seconds=0.05)
     output = " ".join(f"Sentence {i}." for i in range(40))
@@ -200,6 +201,7 @@ def stop(process) -> int:
 GRACEFUL = (0, -signal.SIGTERM)
 
 
+@pytest.mark.hostile
 def test_server_process_sigterm_finishes_in_flight_requests(tmp_home):
     import threading
 
@@ -233,6 +235,7 @@ def test_server_process_sigterm_finishes_in_flight_requests(tmp_home):
     assert len(replies[0].json()["analyzeStepResult"]["verdicts"]) == 601
 
 
+@pytest.mark.hostile
 def test_binding_beyond_loopback_needs_a_key():
     done = subprocess.run(
         [sys.executable, "-m", "localjudge", "serve", "--host", "0.0.0.0", "--port", "1"],
@@ -499,6 +502,7 @@ def test_a_context_evicted_from_the_kv_cache_comes_back_from_the_prompt_cache(tm
     assert "\nlocaljudge_kept_prompts_used_total " in metrics
 
 
+@pytest.mark.hostile
 def test_openai_errors(tmp_home):
     judge = openai_judge("x")
 
@@ -554,7 +558,8 @@ def test_a_long_context_is_judged_in_evidence_windows_over_http(tmp_home):
     assert good.status_code == 200, good.text
     (verdict,) = good.json()["analyzeStepResult"]["verdicts"]
     assert verdict["verdict"] == "no" and "Station 41 recorded" in verdict["evidence"]["text"]
-    assert good.json()["usage"]["analyze"]["requests"] == 2
+    # its best window (of 2) supports it: the second is not judged
+    assert good.json()["usage"]["analyze"]["requests"] == 1
     assert bad.status_code == 422 and "windows must be" in bad.json()["error"]["message"]
 
 
@@ -604,6 +609,7 @@ async def call_then_leave(app, path: str, body: dict, leave_when) -> tuple[list,
         ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 4000}),
     ],
 )  # fmt: skip
+@pytest.mark.hostile
 def test_a_client_that_goes_away_cancels_its_judge_work_within_a_few_steps(tmp_home, path, body):
     from localjudge.engine.fake import FakeEngine
     from localjudge.judge import Judge
@@ -630,6 +636,7 @@ def test_a_client_that_goes_away_cancels_its_judge_work_within_a_few_steps(tmp_h
     judge.close()
 
 
+@pytest.mark.hostile
 def test_a_keyless_server_refuses_foreign_hosts_and_cross_site_pages(tmp_home):
     judge = FakeJudge()
     run_path = "/v1/scorers/toxicity/run"
@@ -663,6 +670,7 @@ def test_a_keyless_server_refuses_foreign_hosts_and_cross_site_pages(tmp_home):
     judge.close()
 
 
+@pytest.mark.hostile
 def test_hostile_bodies_get_clear_errors_and_metrics_stay_well_formed(tmp_home):
     judge = FakeJudge()
     run_path = "/v1/scorers/toxicity/run"
@@ -704,6 +712,7 @@ def test_hostile_bodies_get_clear_errors_and_metrics_stay_well_formed(tmp_home):
     judge.close()
 
 
+@pytest.mark.hostile
 def test_the_scorer_pool_is_bounded(tmp_home):
     from localjudge.serve import MAX_POOLED_SCORERS
 
@@ -732,6 +741,7 @@ def test_the_scorer_pool_is_bounded(tmp_home):
     judge.close()
 
 
+@pytest.mark.hostile
 def test_no_stored_text_means_no_text_of_the_run_in_any_reason(tmp_home):
     """`storeText: false` (and `--no-store-text`): the reasons, which quote statements and
     context windows, are rebuilt to name them by number; the judge's own words are dropped."""
@@ -783,6 +793,7 @@ def test_no_stored_text_means_no_text_of_the_run_in_any_reason(tmp_home):
     judge.close()
 
 
+@pytest.mark.hostile
 def test_client_schemas_are_capped_and_the_grammar_cache_is_reported(tmp_home):
     judge = openai_judge('{"pick": "a"}')
 
@@ -818,6 +829,7 @@ def test_client_schemas_are_capped_and_the_grammar_cache_is_reported(tmp_home):
     judge.close()
 
 
+@pytest.mark.hostile
 def test_a_half_sent_body_times_out_and_prompts_are_tokenized_off_the_event_loop(tmp_home):
     import threading
 
@@ -856,6 +868,7 @@ def test_a_half_sent_body_times_out_and_prompts_are_tokenized_off_the_event_loop
     judge.close()
 
 
+@pytest.mark.hostile
 def test_scorer_requests_tokenize_off_the_event_loop(tmp_home):
     """A long context is cut into windows and its requests queued on worker threads: the
     event loop (other clients, /health) never waits on the tokenizer."""
@@ -892,6 +905,7 @@ def test_scorer_requests_tokenize_off_the_event_loop(tmp_home):
     judge.close()
 
 
+@pytest.mark.hostile
 def test_a_page_cannot_post_form_or_text_bodies_and_hosts_and_origins_are_opt_in(tmp_home):
     """A form or text/plain POST needs no CORS preflight, so the server takes JSON bodies
     only (415); `allowed_hosts` and `cors_origins` open the keyless checks by name."""
@@ -940,6 +954,7 @@ def test_a_page_cannot_post_form_or_text_bodies_and_hosts_and_origins_are_opt_in
     judge.close()
 
 
+@pytest.mark.hostile
 def test_shutdown_cuts_running_work_with_a_final_line_and_refuses_the_rest(tmp_home):
     judge = FakeJudge(slots=1, step_seconds=0.02)
     items = [{"output": f"Sentence {i} is civil. Another one."} for i in range(200)]
@@ -973,6 +988,7 @@ def test_shutdown_cuts_running_work_with_a_final_line_and_refuses_the_rest(tmp_h
     judge.close()
 
 
+@pytest.mark.hostile
 def test_sigterm_ends_a_running_stream_with_a_final_line_within_the_grace(tmp_home):
     import threading
 
