@@ -1020,3 +1020,52 @@ def test_sigterm_ends_a_running_stream_with_a_final_line_within_the_grace(tmp_ho
     assert time.monotonic() - signalled < 4 + 10  # the grace, and the judge's close
     assert lines[-1].get("error", {}).get("type") == "shutting_down", lines[-1]
     assert len(lines) - 1 < len(items)
+
+
+@pytest.mark.hostile
+def test_a_planted_marker_is_in_no_byte_written_with_texts_not_stored(tmp_home, tmp_path):
+    """Text storage off: the marker in the output, the input and the context is in no byte
+    the eval command or the server writes: results, console, metrics, and every file under
+    LOCALJUDGE_HOME (caches, registry) or beside the results."""
+    marker = "ZQX-7741-MARKER"
+    item = {
+        "id": "m",
+        "input": f"Tell me about {marker}.",
+        "output": f"{marker} is red, you idiot. The tower is {marker}.",
+        "context": [f"The file lists {marker}.", "The tower is blue."],
+    }
+    data = tmp_path / "in" / "data.jsonl"
+    data.parent.mkdir()
+    data.write_text(json.dumps(item) + "\n")
+    out = tmp_path / "out" / "results.jsonl"
+    out.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "localjudge", "eval", str(data), "--scorer", "toxicity",
+         "--scorer", "hallucination", "--out", str(out), "--no-store-text", "--quiet"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "LOCALJUDGE_ENGINE": "fake", "LOCALJUDGE_HOME": str(tmp_home)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["scores"]  # it was scored
+    written = [done.stdout, done.stderr]
+    judge = FakeJudge()
+
+    async def main():
+        async with client_for(judge) as client:
+            for name in ("toxicity", "hallucination"):
+                options = {"context": item["context"]} if name == "hallucination" else {}
+                reply = await client.post(
+                    f"/v1/scorers/{name}/run",
+                    json={"output": item["output"], "input": item["input"],
+                          "options": options, "storeText": False},
+                )  # fmt: skip
+                written.append(reply.text)
+            written.append((await client.get("/metrics")).text)
+
+    run(main())
+    judge.close()
+    for path in [*tmp_home.rglob("*"), *out.parent.rglob("*")]:  # not the models: read only
+        if path.is_file() and path.suffix != ".gguf":
+            written.append(path.read_bytes().decode("latin-1"))
+    leaks = [text[:300] for text in written if marker in text or "idiot" in text]
+    assert not leaks, leaks
