@@ -20,32 +20,26 @@ import time
 from pathlib import Path
 
 from localjudge.judge import Judge
-from localjudge.prompts import claim_verdict_prompt
-from localjudge.quality.labelled import Agreement
+from localjudge.quality.labelled import VERDICT_TOKENS, Agreement, prompts_of
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.evidence import claim_contexts, p_yes, plan_windows
+from localjudge.scorers.evidence import p_yes
 
 KS = (1, 2, 4, 8)
-VERDICT_TOKENS = 64
 
 
 def judge_windows(judge, rows, window_tokens: int | None) -> list[dict]:
     """Each row's P(yes) per window, best first (`window_tokens` None: the whole context,
     one prompt, which fails for a context longer than the judge's)."""
+    mode = max(KS) if window_tokens else "off"
     plans, requests = [], []
     for row in rows:
-        windows, (chosen,), _ = plan_windows(
-            judge, row.context, [row.text], mode=max(KS) if window_tokens else "off",
-            window_tokens=window_tokens, max_tokens=VERDICT_TOKENS,
-        )  # fmt: skip
-        texts = claim_contexts(row.context, windows, chosen)
-        plans.append(len(texts))
-        for text in texts:
-            parts = claim_verdict_prompt(text, row.text)
-            requests.append(
-                judge.prompt_request(parts, "hallucination_verdict", VERDICT_TOKENS,
-                                     reasons_for=frozenset())
-            )  # fmt: skip
+        prompts = prompts_of(judge, row, "hallucination", windows=mode, window_tokens=window_tokens)
+        plans.append(len(prompts))
+        requests += [
+            judge.prompt_request(parts, "hallucination_verdict", VERDICT_TOKENS,
+                                 reasons_for=frozenset())
+            for parts, _ in prompts
+        ]  # fmt: skip
     outcomes = judge.generate_many(requests)
     out, at = [], 0
     for n in plans:

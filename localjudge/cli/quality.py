@@ -77,28 +77,19 @@ def quality(
     (input, output, context, label: a score or a class) are scored whole by the scorer and
     reported as AUROC and correlation of its score with the label.
     """
-    from localjudge.quality.labelled import DataError, devset_rows, measure, report_text
-    from localjudge.quality.rows import read_rows
-    from localjudge.scorers import task_names, verdict_task
+    from localjudge.quality.labelled import DataError, measure, report_text
 
     if data is not None and task is None:
         raise click.UsageError("--data needs --task (hallucination, toxicity, rubric:FILE, ...)")
-    try:
-        if data is not None:
-            sources = [(task, *read_rows(data, task), data)]
-        else:
-            names = [task] if task else [n for n in task_names() if verdict_task(n).devset]
-            sources = [(t, devset_rows(t), [], "dev set") for t in names]
-    except DataError as error:
-        raise click.ClickException(str(error)) from None
+    sources = _sources(data, task)
     from localjudge.quality.items import ItemReport, ItemRow, measure_items
 
-    if (plot or html_path) and isinstance(sources[0][1][0], ItemRow):
+    if (plot or html_path) and isinstance(sources[0][2][0], ItemRow):
         raise click.UsageError("--plot and --html draw verdict rows; item rows report numbers only")
     reports = []
     with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
-        for name, rows, bad_rows, source in sources:
-            cut, origin = _threshold(judge, name, threshold)
+        for name, resolved, rows, bad_rows, source in sources:
+            cut, origin = _threshold(judge, resolved, threshold)
             try:
                 if isinstance(rows[0], ItemRow):
                     reports.append(
@@ -109,7 +100,7 @@ def quality(
                     measure(
                         judge,
                         rows,
-                        name,
+                        resolved,
                         source=str(source),
                         bad_rows=bad_rows,
                         threshold=cut,
@@ -139,13 +130,33 @@ def quality(
         click.echo(BASE_MODEL_WARNING.format(name=name))
 
 
-def _threshold(judge, task: str, given: float | None) -> tuple[float, str]:
-    """The P(yes) threshold for a task's verdicts and where it came from."""
-    from localjudge.quality.labelled import prompt_version
+def _sources(data: str | None, task: str | None) -> list[tuple]:
+    """(name, its verdict task, rows, unreadable rows, source) to measure: the rows of
+    `data`, else the dev set of `task` or of every task that has one. Each task is resolved
+    once ("rubric:FILE" reads its file)."""
+    from localjudge.quality.labelled import DataError, as_task, devset_rows
+    from localjudge.quality.rows import read_rows
+    from localjudge.scorers import task_names, verdict_task
 
+    try:
+        if data is not None:
+            resolved = as_task(task)
+            return [(task, resolved, *read_rows(data, resolved), data)]
+        names = [task] if task else [n for n in task_names() if verdict_task(n).devset]
+        sources = []
+        for name in names:
+            resolved = as_task(name)
+            sources.append((name, resolved, devset_rows(resolved), [], "dev set"))
+        return sources
+    except DataError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _threshold(judge, task, given: float | None) -> tuple[float, str]:
+    """The P(yes) threshold for a task's verdicts (a `VerdictTask`) and where it came from."""
     if given is not None:
         return given, "given"
-    return judge.verdict_threshold(prompt_version(task)) or (0.5, "default")
+    return judge.verdict_threshold(task.prompt_version) or (0.5, "default")
 
 
 @cli.command()

@@ -184,7 +184,8 @@ def measure_items(
             continue
         kept.append(row)
         scores.append(next(iter(item.scorer_results.values())).score)
-    word = [baseline_score(task, r) for r in kept]
+    rules = as_task(task)  # resolved once: "rubric:FILE" reads its file
+    word = [baseline_score(rules, r) for r in kept]
     baseline = {} if None in word else {"word baseline": word}
     return ItemReport(
         task=task,

@@ -89,18 +89,24 @@ class Verdict:
     error: str | None = None
 
 
-def prompts_of(judge, row: Row, task: VerdictTask | str) -> list[tuple]:
+def prompts_of(
+    judge, row: Row, task: VerdictTask | str, *, windows=None, window_tokens: int | None = None
+) -> list[tuple]:
     """The verdict prompts of one row, each with the window it judges against (None without
-    windows): a windowed task's text against each of its evidence windows (one, the whole
-    context, when it fits; as the hallucination scorer judges it), else one prompt."""
+    windows): a windowed task's text against each of its evidence windows, best first (one,
+    the whole context, when it fits; as the hallucination scorer judges it), else one
+    prompt. `windows` (k, "all" or "off") and `window_tokens`: the scorer's options."""
     task = as_task(task)
     if not task.windowed or not row.context:
         return [(task.prompt(row), None)]
-    from localjudge.scorers.evidence import claim_contexts, plan_windows
+    from localjudge.scorers.evidence import DEFAULT_TOP_K, claim_contexts, plan_windows
 
-    windows, (chosen,), _ = plan_windows(judge, row.context, [row.text], max_tokens=VERDICT_TOKENS)
-    texts = claim_contexts(row.context, windows, chosen)
-    picked = [windows[w] for w in chosen] or [None]
+    cut, (chosen,), _ = plan_windows(
+        judge, row.context, [row.text], mode=DEFAULT_TOP_K if windows is None else windows,
+        window_tokens=window_tokens, max_tokens=VERDICT_TOKENS,
+    )  # fmt: skip
+    texts = claim_contexts(row.context, cut, chosen)
+    picked = [cut[w] for w in chosen] or [None]
     return [
         (task.prompt(replace(row, context=tuple(text))), window)
         for text, window in zip(texts, picked, strict=True)
