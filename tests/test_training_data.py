@@ -169,3 +169,42 @@ def test_only_known_sources_can_be_held_out(make_data):
     assert make_data.held_out_sources("davidson,wice") == ["davidson", "wice"]
     with pytest.raises(Exception, match="unknown source 'hatecheck'"):
         make_data.held_out_sources("davidson,hatecheck")
+
+
+def test_fever_pairs_are_detokenized_and_labelled_by_their_evidence(make_data, tmp_path):
+    records = [
+        {"claim": "Colombiana is a French film .", "label": "SUPPORTS",
+         "evidence": "Colombiana is a 2011 French action film -LRB- drama -RRB- by `` Besson '' ."},
+        {"claim": "Colombiana is a French film .", "label": "REFUTES",
+         "evidence": "Colombiana is a 2011 Italian action film ."},
+        {"claim": "Colombiana is a French film .", "label": "SUPPORTS",
+         "evidence": "Colombiana is a 2011 French action film -LRB- drama -RRB- by `` Besson '' ."},
+        {"claim": "Something .", "label": "NOT ENOUGH INFO", "evidence": "Anything ."},
+    ]  # fmt: skip
+    path = tmp_path / "fever.jsonl"
+    path.write_text("\n".join(__import__("json").dumps(r) for r in records) + "\n")
+    examples = make_data.fever(path, path)  # a pair seen twice is kept once
+    assert [(e.source, e.label, e.text) for e in examples] == [
+        ("fever/supports", "no", "Colombiana is a French film."),
+        ("fever/refutes", "yes", "Colombiana is a French film."),
+    ]
+    assert examples[0].context == ('Colombiana is a 2011 French action film (drama) by " Besson ".',)
+
+
+def test_windowed_examples_keep_their_evidence_and_label_within_the_window_size(make_data):
+    fillers = [f"Filler sentence number {i} about nothing." for i in range(30)]
+    examples = [
+        make_data.Example("hallucination", "snli/entailment", "no", f"Claim {i}.",
+                          (f"The evidence sentence {i}.",))
+        for i in range(40)
+    ]  # fmt: skip
+    words = lambda text: len(text.split())  # noqa: E731
+    out = make_data.in_windows(examples, fillers, words, random.Random(3), share=0.5)
+    assert [(e.text, e.label, e.source) for e in out] == [
+        (e.text, e.label, e.source) for e in examples
+    ]
+    padded = [e for e in out if len(e.context[0]) > 30]
+    assert 0 < len(padded) < len(out)  # about half
+    for before, after in zip(examples, out):
+        assert len(after.context) == 1 and before.context[0] in after.context[0]
+        assert words(after.context[0]) <= make_data.WINDOW_TOKENS

@@ -29,7 +29,7 @@ import json
 import random
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -44,6 +44,8 @@ FILES = {
     "begin_wow": ("google+BEGIN-dataset", "wow/begin_dev_wow.tsv"),
     "begin_cmu": ("google+BEGIN-dataset", "cmu-dog/begin_dev_cmu.tsv"),
     "wice_dev": ("ryokamoi+wice", "data/entailment_retrieval/claim/dev.jsonl"),
+    "fever_dev": ("TalSchuster+FeverSymmetric", "symmetric_v0.2/fever_symmetric_dev.jsonl"),
+    "fever_test": ("TalSchuster+FeverSymmetric", "symmetric_v0.2/fever_symmetric_test.jsonl"),
 }
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
@@ -174,8 +176,13 @@ def snli(s1: Path, s2: Path, labels: Path) -> list[Example]:
     return out
 
 
+_PTB = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "``": '"', "''": '"', "--": "–"}
+
+
 def detokenize(text: str) -> str:
-    text = " ".join(text.split())
+    text = " ".join(_PTB.get(word, word) for word in text.split())
+    text = re.sub(r"([(\[]) ", r"\1", text)
+    text = re.sub(r" ([)\]])", r"\1", text)
     text = re.sub(r" ([.,!?;:'])", r"\1", text)
     text = re.sub(r" n't", "n't", text)
     return text[:1].upper() + text[1:]
@@ -195,6 +202,47 @@ def begin(path: Path, name: str) -> list[Example]:
                 continue
             verdict = "no" if label == "fully attributable" else "yes"
             out.append(Example("hallucination", f"begin/{name}", verdict, response, (knowledge,)))
+    return out
+
+
+def fever(*paths: Path) -> list[Example]:
+    """FEVER claims against one Wikipedia sentence, in the symmetric set's pairs: each claim
+    once with evidence that supports it ("no") and once with evidence edited to refute it
+    ("yes"), so the verdict cannot be read off the claim alone."""
+    out, seen = [], set()
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            claim, evidence = detokenize(record["claim"]), detokenize(record["evidence"])
+            if (claim, evidence) in seen or record["label"] not in ("SUPPORTS", "REFUTES"):
+                continue
+            seen.add((claim, evidence))
+            verdict = "no" if record["label"] == "SUPPORTS" else "yes"
+            out.append(Example("hallucination", f"fever/{record['label'].lower()}", verdict,
+                               claim, (evidence,)))  # fmt: skip
+    return out
+
+
+def in_windows(examples, fillers, count_tokens, rng, share=0.5):
+    """Put `share` of the examples' evidence among unrelated sentences, up to a window of
+    WINDOW_TOKENS: in use the judge reads a claim against a 96-token window of a longer
+    text, where the sentence that decides it sits among others. The label is unchanged
+    (unrelated sentences neither support nor refute the claim)."""
+    out = []
+    for example in examples:
+        if rng.random() >= share:
+            out.append(example)
+            continue
+        parts = [" ".join(example.context)]
+        size = count_tokens(parts[0])
+        for _ in range(12):
+            filler = rng.choice(fillers)
+            extra = count_tokens(filler) + 1
+            if size + extra > WINDOW_TOKENS:
+                break
+            parts.insert(rng.randint(0, len(parts)), filler)
+            size += extra
+        out.append(replace(example, context=(" ".join(parts),)))
     return out
 
 
@@ -593,6 +641,7 @@ PILOT = {
         "snli/entailment": 90, "snli/contradiction": 50, "snli/neutral": 40,
         "begin/": 150,
         "wice/supported": 20, "wice/partially_supported": 20, "wice/not_supported": 8,
+        "fever/supports": 100, "fever/refutes": 60,
         "synthetic/copy": 45, "synthetic/negation": 45, "synthetic/entity": 20,
         "synthetic/joined": 30, "synthetic/joined-swap": 30,
         "synthetic-ja/": 60,
@@ -608,27 +657,38 @@ HELD_OUT_SOURCE = {
     "snli": {"snli/entailment": 90, "snli/contradiction": 45, "snli/neutral": 45},
     "begin": {"begin/": 200},
     "wice": {"wice/supported": 40, "wice/partially_supported": 30, "wice/not_supported": 20},
+    "fever": {"fever/supports": 100, "fever/refutes": 100},
 }  # fmt: skip
 
 
-def collect(sources: Path, count_tokens) -> dict[str, list[Example]]:
+def collect(sources: Path, count_tokens, held_out: tuple[str, ...] = ()) -> dict[str, list[Example]]:
+    """Every example of every source. The synthetic examples and window fillers are made from
+    the passages of sources not in `held_out`, so no text of a held-out source is trained on."""
     hashes = recorded_hashes()
     path = lambda name: source_path(sources, name, hashes)  # noqa: E731
     rng = random.Random(SEED)
     snli_rows = snli(path("esnli_s1"), path("esnli_s2"), path("esnli_labels"))
     begin_rows = begin(path("begin_wow"), "wow") + begin(path("begin_cmu"), "cmu")
-    passages = sorted({e.context[0] for e in begin_rows} | {e.context[0] for e in snli_rows})
+    fever_rows = fever(path("fever_dev"), path("fever_test"))
+    kept = [e for e in snli_rows + begin_rows if not e.source.startswith(held_out)]
+    passages = sorted({e.context[0] for e in kept})
     rng.shuffle(passages)
+    fillers = sorted(
+        {e.context[0] for e in snli_rows + fever_rows if not e.source.startswith(held_out)}
+    )
+    synthetic = english_synthetic(passages[:3000], rng) + joined(passages, rng)
+    rows = snli_rows + fever_rows + synthetic
+    windowed = in_windows(
+        [e for e in rows if not e.source.startswith(held_out)], fillers, count_tokens, rng
+    ) + [e for e in rows if e.source.startswith(held_out)]
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
         + assistant_replies(900, rng)
         + contrast(1200, rng),
-        "hallucination": snli_rows
+        "hallucination": windowed
         + begin_rows
         + wice(path("wice_dev"), count_tokens, rng)
-        + english_synthetic(passages[:3000], rng)
-        + joined(passages, rng)
         + japanese_synthetic(1200, rng),
     }
 
@@ -747,7 +807,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with Judge.load("gemma-3-270m", slots=1) as judge:
         try:
-            pools = collect(args.sources, lambda text: len(judge.tokenize(text)))
+            count = lambda text: len(judge.tokenize(text))  # noqa: E731
+            pools = collect(args.sources, count, tuple(f"{n}/" for n in args.hold_out))
         except SourceError as exc:
             print(f"make_data: {exc}", file=sys.stderr)
             return 2

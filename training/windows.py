@@ -3,9 +3,12 @@ long document, judged by the default (shipped) judge through localjudge's own wi
 prompts and scheduler. For each window size, every claim is judged once against its 8 best
 windows (BM25, best first); k = 1, 2, 4, 8 then read the first k of them, as the scorer
 would: the lowest P(yes) over them is the claim's score, and the cascade (stop at the first
-window that supports the claim) says how many windows the scorer judges.
+window that supports the claim) says how many windows the scorer judges. `--ks 4,all` judges
+every window instead (the scorer's `windows="all"`, at most MAX_WINDOWS per claim), to set
+top-k against judging all windows.
 
     .venv/bin/python training/windows.py --data training/data-A/held-out-sources_hallucination.jsonl
+    .venv/bin/python training/windows.py --data ... --sizes 96 --ks 4,all
 
 The rows must come from a source the judge never trained on (the shipped adapter did not
 see WiCE). A measurement for training/RESULTS.md; nothing here changes a default.
@@ -27,10 +30,11 @@ from localjudge.scorers.evidence import p_yes
 KS = (1, 2, 4, 8)
 
 
-def judge_windows(judge, rows, window_tokens: int | None) -> list[dict]:
+def judge_windows(judge, rows, window_tokens: int | None, ks=KS) -> list[dict]:
     """Each row's P(yes) per window, best first (`window_tokens` None: the whole context,
-    one prompt, which fails for a context longer than the judge's)."""
-    mode = max(KS) if window_tokens else "off"
+    one prompt, which fails for a context longer than the judge's); every window when `ks`
+    holds "all"."""
+    mode = ("all" if "all" in ks else max(ks)) if window_tokens else "off"
     plans, requests = [], []
     for row in rows:
         prompts = prompts_of(judge, row, "hallucination", windows=mode, window_tokens=window_tokens)
@@ -50,12 +54,12 @@ def judge_windows(judge, rows, window_tokens: int | None) -> list[dict]:
     return out
 
 
-def summarise(rows, judged, k: int) -> dict:
+def summarise(rows, judged, k: int | str) -> dict:
     labels, scores, judged_windows = [], [], 0
     for row, result in zip(rows, judged, strict=True):
         if "p" not in result:
             continue
-        first = result["p"][:k]
+        first = result["p"] if k == "all" else result["p"][:k]
         labels.append(row.label)
         scores.append(min(first))
         stop = next((i for i, p in enumerate(first) if p < 0.5), len(first) - 1)
@@ -77,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes", default="whole,48,96,192,384", help="window sizes in tokens, or whole"
     )
+    parser.add_argument("--ks", default="1,2,4,8", help="windows read per claim: numbers, all")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    ks = [k if k == "all" else int(k) for k in args.ks.split(",")]
     rows, bad = read_rows(args.data, "hallucination")
     if bad:
         raise SystemExit(f"windows: {len(bad)} unreadable rows in {args.data}: {bad[0]}")
@@ -88,14 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         for size in (None if s == "whole" else int(s) for s in args.sizes.split(",")):
             started = time.perf_counter()
             stats_before = judge.runtime.stats
-            judged = judge_windows(judge, rows, size)
+            judged = judge_windows(judge, rows, size, ks)
             stats = judge.runtime.stats.since(stats_before)
             entry = {
                 "window_tokens": size or "whole context",
                 "seconds": round(time.perf_counter() - started, 1),
-                "prompt_tokens_all_8": stats.num_prompt_tokens,
+                "windows_judged": ks[-1] if size else 1,
+                "prompt_tokens": stats.num_prompt_tokens,
                 "errors": sum("error" in r for r in judged),
-                "by_k": [summarise(rows, judged, k) for k in (KS if size else (1,))],
+                "by_k": [summarise(rows, judged, k) for k in (ks if size else (1,))],
             }
             report["sizes"].append(entry)
             print(json.dumps(entry), file=sys.stderr, flush=True)
