@@ -106,7 +106,7 @@ $(LLAMA_CPP_SRC)/convert_lora_to_gguf.py:
 
 train-judge: install train-deps
 	$(PY) training/make_data.py --sources $(TRAIN_SOURCES) --out training/data
-	MODEL=$$($(PY) -m localjudge models assemble | sed 's/^[^:]*: //'); \
+	MODEL=$$($(PY) -m localjudge models assemble gemma-3-270m | sed 's/^[^:]*: //'); \
 	$(TRAIN_VENV)/bin/python training/train.py --data training/data \
 		--model-dir "$$(dirname $$MODEL)" --gguf "$$(basename $$MODEL)" \
 		--out training/out/adapter $(TRAIN_ARGS) && \

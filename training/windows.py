@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--model", default=None, help="registry name (default: the default)")
+    parser.add_argument("--adapter", type=Path, default=None, help="a GGUF LoRA on --model")
     parser.add_argument(
         "--sizes", default="whole,48,96,192,384", help="window sizes in tokens, or whole"
     )
@@ -89,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         raise SystemExit(f"windows: {len(bad)} unreadable rows in {args.data}: {bad[0]}")
     report: dict = {"data": str(args.data), "rows": len(rows), "sizes": []}
-    with Judge.load(args.model, n_ctx=8192) as judge:
+    model = args.model or ("gemma-3-270m" if args.adapter else None)
+    with Judge.load(model, n_ctx=8192, adapter=args.adapter) as judge:
         report["model"] = judge.name
         for size in (None if s == "whole" else int(s) for s in args.sizes.split(",")):
             started = time.perf_counter()

@@ -1,0 +1,73 @@
+"""Ship a trained adapter as the default judge: its tensors go to models/ as NumPy arrays
+(no GGUF file is committed), and the registry entry gets the adapter's sha256 and that of
+the merged judge GGUF, merged here exactly as `make install` merges it on a user's machine.
+
+    .venv/bin/python training/ship.py --adapter training/out/all/judge-lora.gguf
+
+Runs in localjudge's own virtual environment. It changes models/ only; the notes of the
+registry entry and training/RESULTS.md are written by hand, from the measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "models"
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_npz(adapter: Path, out: Path) -> None:
+    """The GGUF adapter's tensors, as they are, and its alpha."""
+    import gguf
+
+    reader = gguf.GGUFReader(adapter)
+    arrays = {t.name: np.array(t.data) for t in reader.tensors}
+    arrays["alpha"] = np.array(float(reader.fields["adapter.lora.alpha"].contents()))
+    with out.open("wb") as f:
+        np.savez(f, **arrays)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--adapter", type=Path, required=True, help="GGUF LoRA from export.py")
+    parser.add_argument("--entry", default="gemma-3-270m-judge")
+    parser.add_argument("--models", type=Path, default=MODELS, help="the registry's folder")
+    args = parser.parse_args(argv)
+
+    from localjudge.merge import merge_lora
+    from localjudge.model_registry import resolve
+
+    registry_path = args.models / "registry.json"
+    document = json.loads(registry_path.read_text(encoding="utf-8"))
+    entries = document["models"] if isinstance(document, dict) else document
+    entry = next((e for e in entries if e["name"] == args.entry), None)
+    if entry is None or "merge" not in entry.get("source", {}):
+        print(f"ship: {args.entry} is not a merged entry of models/registry.json", file=sys.stderr)
+        return 2
+    merge = entry["source"]["merge"]
+    npz = args.models / merge["adapter"]
+    write_npz(args.adapter, npz)
+    base = resolve(merge["base"]).path
+    with tempfile.TemporaryDirectory() as tmp:
+        merged = Path(tmp) / entry["file"]
+        merge_lora(base, npz, merged)
+        entry["sha256"] = sha256_of(merged)
+    merge["adapter_sha256"] = sha256_of(npz)
+    registry_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    print(f"{npz.name}: sha256 {merge['adapter_sha256']}; {entry['file']}: sha256 {entry['sha256']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
