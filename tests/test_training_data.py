@@ -188,7 +188,9 @@ def test_fever_pairs_are_detokenized_and_labelled_by_their_evidence(make_data, t
         ("fever/supports", "no", "Colombiana is a French film."),
         ("fever/refutes", "yes", "Colombiana is a French film."),
     ]
-    assert examples[0].context == ('Colombiana is a 2011 French action film (drama) by " Besson ".',)
+    assert examples[0].context == (
+        'Colombiana is a 2011 French action film (drama) by " Besson ".',
+    )
 
 
 def test_windowed_examples_keep_their_evidence_and_label_within_the_window_size(make_data):
@@ -205,6 +207,6 @@ def test_windowed_examples_keep_their_evidence_and_label_within_the_window_size(
     ]
     padded = [e for e in out if len(e.context[0]) > 30]
     assert 0 < len(padded) < len(out)  # about half
-    for before, after in zip(examples, out):
+    for before, after in zip(examples, out, strict=True):
         assert len(after.context) == 1 and before.context[0] in after.context[0]
         assert words(after.context[0]) <= make_data.WINDOW_TOKENS

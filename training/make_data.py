@@ -661,7 +661,9 @@ HELD_OUT_SOURCE = {
 }  # fmt: skip
 
 
-def collect(sources: Path, count_tokens, held_out: tuple[str, ...] = ()) -> dict[str, list[Example]]:
+def collect(
+    sources: Path, count_tokens, held_out: tuple[str, ...] = ()
+) -> dict[str, list[Example]]:
     """Every example of every source. The synthetic examples and window fillers are made from
     the passages of sources not in `held_out`, so no text of a held-out source is trained on."""
     hashes = recorded_hashes()

@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         entry["sha256"] = sha256_of(merged)
     merge["adapter_sha256"] = sha256_of(npz)
     registry_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    print(f"{npz.name}: sha256 {merge['adapter_sha256']}; {entry['file']}: sha256 {entry['sha256']}")
+    print(
+        f"{npz.name}: sha256 {merge['adapter_sha256']}; {entry['file']}: sha256 {entry['sha256']}"
+    )
     return 0
 
 
