@@ -53,6 +53,20 @@ def test_the_split_follows_the_text_only(make_data):
     assert make_data.heldout(c, 0.0) is False and make_data.heldout(c, 1.0) is True
 
 
+def test_the_template_weight_scales_only_our_templates(make_data):
+    counts = make_data.PILOT["toxicity"]
+    same = make_data.train_counts(counts, 2.5)
+    light = make_data.train_counts(counts, 2.5, template_weight=0.43)
+    assert same == {k: round(v * 2.5) for k, v in counts.items()}
+    for prefix in counts:
+        if prefix in make_data.TRAIN_ONLY:
+            assert light[prefix] < same[prefix]
+        else:
+            assert light[prefix] == same[prefix]
+    templates = sum(light[k] for k in make_data.TRAIN_ONLY)
+    assert round(templates / sum(light.values()), 2) == 0.21  # the shipped run's share
+
+
 def test_tweets_lose_mentions_links_and_retweet_marks(make_data):
     raw = "RT @someone: &amp; this is &#8220;fine&#8221; http://t.co/abc @other"
     assert make_data.clean_tweet(raw) == "& this is “fine”"

@@ -661,6 +661,17 @@ HELD_OUT_SOURCE = {
 }  # fmt: skip
 
 
+def train_counts(
+    counts: dict[str, int], scale: float, template_weight: float = 1.0
+) -> dict[str, int]:
+    """Training examples per source prefix: PILOT counts times `scale`, and our template
+    sources (TRAIN_ONLY) times `template_weight` as well."""
+    return {
+        prefix: round(n * scale * (template_weight if prefix in TRAIN_ONLY else 1.0))
+        for prefix, n in counts.items()
+    }
+
+
 def collect(
     sources: Path, count_tokens, held_out: tuple[str, ...] = ()
 ) -> dict[str, list[Example]]:
@@ -795,6 +806,13 @@ def main(argv: list[str] | None = None) -> int:
         "--scale", type=float, default=2.5, help="training examples: PILOT counts times this"
     )
     parser.add_argument(
+        "--template-weight",
+        type=float,
+        default=1.0,
+        help="our template sources (synthetic-tox, contrast) at this times their PILOT count: "
+        "0.43 gives them the share of toxicity examples the shipped run had (21%%)",
+    )
+    parser.add_argument(
         "--hold-out",
         type=held_out_sources,
         default=[],
@@ -836,7 +854,7 @@ def main(argv: list[str] | None = None) -> int:
                 if split == "heldout":  # the same rows whatever --scale: public data only
                     wanted = {k: round(v / 2) for k, v in counts.items() if k not in TRAIN_ONLY}
                 else:
-                    wanted = {k: round(v * args.scale) for k, v in counts.items()}
+                    wanted = train_counts(counts, args.scale, args.template_weight)
                 picked = take(pool, wanted, rng)
                 chosen.extend(picked)
                 write_rows(args.out / f"{split}_{task}.jsonl", picked)
