@@ -19,28 +19,30 @@ import numpy as np
 from localjudge.errors import ModelError
 
 
-def read_lora(adapter: Path) -> tuple[float, dict[str, dict[str, np.ndarray]]]:
-    """(alpha, {base tensor name: {"lora_a": A, "lora_b": B}}) of a LoRA adapter: a GGUF
-    adapter (llama.cpp's converter writes one), or the same tensors in a NumPy `.npz` with
-    an `alpha` entry (how the shipped adapter is committed: no GGUF file in the repository)."""
+def lora_tensors(adapter: Path) -> tuple[float, list[tuple[str, np.ndarray]]]:
+    """(alpha, [(tensor name, data as stored)]) of a LoRA adapter: a GGUF adapter (llama.cpp's
+    converter writes one), or the same tensors in a NumPy `.npz` with an `alpha` entry (how
+    the shipped adapter is committed: no GGUF file in the repository)."""
     import gguf
 
-    pairs: dict[str, dict[str, np.ndarray]] = {}
     if adapter.suffix == ".npz":
         with np.load(adapter) as arrays:
             if "alpha" not in arrays.files:
                 raise ModelError(f"{adapter}: not a LoRA adapter (no alpha)")
-            alpha = float(arrays["alpha"])
-            tensors = [(n, arrays[n]) for n in arrays.files if n != "alpha"]
-    else:
-        reader = gguf.GGUFReader(adapter)
-        try:
-            alpha = float(reader.fields["adapter.lora.alpha"].contents())
-        except KeyError:
-            raise ModelError(
-                f"{adapter}: not a GGUF LoRA adapter (no adapter.lora.alpha)"
-            ) from None
-        tensors = [(t.name, t.data) for t in reader.tensors]
+            return float(arrays["alpha"]), [(n, arrays[n]) for n in arrays.files if n != "alpha"]
+    reader = gguf.GGUFReader(adapter)
+    try:
+        alpha = float(reader.fields["adapter.lora.alpha"].contents())
+    except KeyError:
+        raise ModelError(f"{adapter}: not a GGUF LoRA adapter (no adapter.lora.alpha)") from None
+    return alpha, [(t.name, t.data) for t in reader.tensors]
+
+
+def read_lora(adapter: Path) -> tuple[float, dict[str, dict[str, np.ndarray]]]:
+    """(alpha, {base tensor name: {"lora_a": A, "lora_b": B}}) of a LoRA adapter, GGUF or
+    `.npz` (`lora_tensors`)."""
+    alpha, tensors = lora_tensors(adapter)
+    pairs: dict[str, dict[str, np.ndarray]] = {}
     for full_name, data in tensors:
         name, _, kind = full_name.rpartition(".")
         pairs.setdefault(name, {})[kind] = np.asarray(data, dtype=np.float64)

@@ -11,7 +11,6 @@ registry entry and training/RESULTS.md are written by hand, from the measurement
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import tempfile
@@ -23,17 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def write_npz(adapter: Path, out: Path) -> None:
     """The GGUF adapter's tensors, as they are, and its alpha."""
-    import gguf
+    from localjudge.merge import lora_tensors
 
-    reader = gguf.GGUFReader(adapter)
-    arrays = {t.name: np.array(t.data) for t in reader.tensors}
-    arrays["alpha"] = np.array(float(reader.fields["adapter.lora.alpha"].contents()))
+    alpha, tensors = lora_tensors(adapter)
+    arrays = {name: np.array(data) for name, data in tensors}
+    arrays["alpha"] = np.array(alpha)
     with out.open("wb") as f:
         np.savez(f, **arrays)
 
@@ -46,12 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from localjudge.merge import merge_lora
-    from localjudge.model_registry import resolve
+    from localjudge.model_registry import resolve, sha256_file
 
     registry_path = args.models / "registry.json"
     document = json.loads(registry_path.read_text(encoding="utf-8"))
-    entries = document["models"] if isinstance(document, dict) else document
-    entry = next((e for e in entries if e["name"] == args.entry), None)
+    entry = next((e for e in document["models"] if e["name"] == args.entry), None)
     if entry is None or "merge" not in entry.get("source", {}):
         print(f"ship: {args.entry} is not a merged entry of models/registry.json", file=sys.stderr)
         return 2
@@ -62,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         merged = Path(tmp) / entry["file"]
         merge_lora(base, npz, merged)
-        entry["sha256"] = sha256_of(merged)
-    merge["adapter_sha256"] = sha256_of(npz)
+        entry["sha256"] = sha256_file(merged)
+    merge["adapter_sha256"] = sha256_file(npz)
     registry_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     print(
         f"{npz.name}: sha256 {merge['adapter_sha256']}; {entry['file']}: sha256 {entry['sha256']}"
