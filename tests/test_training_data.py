@@ -224,3 +224,88 @@ def test_windowed_examples_keep_their_evidence_and_label_within_the_window_size(
     for before, after in zip(examples, out, strict=True):
         assert len(after.context) == 1 and before.context[0] in after.context[0]
         assert words(after.context[0]) <= make_data.WINDOW_TOKENS
+
+
+def test_a_folder_source_is_hashed_by_its_files_names_and_contents(make_data, tmp_path):
+    import hashlib
+
+    folder = tmp_path / "all_files"
+    folder.mkdir()
+    (folder / "b.txt").write_text("second")
+    (folder / "a.txt").write_text("first")
+    lines = "".join(
+        f"{name} {hashlib.sha256(text.encode()).hexdigest()}\n"
+        for name, text in (("a.txt", "first"), ("b.txt", "second"))
+    )
+    digest = make_data.sha256_of(folder)
+    assert digest == hashlib.sha256(lines.encode()).hexdigest()  # as DATA.md says
+    (folder / "b.txt").write_text("changed")
+    assert make_data.sha256_of(folder) != digest
+    repo, inner = make_data.FILES["stormfront_sentences"]
+    (tmp_path / repo / inner).mkdir(parents=True)
+    (tmp_path / repo / inner / "1_1.txt").write_text("not the dataset")
+    with pytest.raises(make_data.SourceError, match="sha256 differs"):
+        make_data.source_path(tmp_path, "stormfront_sentences", make_data.recorded_hashes())
+    with pytest.raises(make_data.SourceError, match="missing source file"):
+        make_data.source_path(tmp_path / "none", "stormfront_sentences", {})
+
+
+def test_stormfront_keeps_sentences_judged_without_their_thread(make_data, tmp_path):
+    (tmp_path / "all_files").mkdir()
+    rows = [
+        ("1_1", "0", "hate", "These people are a plague on our nation ."),
+        ("1_2", "0", "noHate", "I visited Dublin last summer with my family ."),
+        ("1_3", "2", "hate", "They do n't belong here , and neither do their kids ."),
+        ("1_4", "0", "idk/skip", "What do you mean by that exactly ?"),
+        ("1_5", "0", "relation", "And that is exactly why it happened again ."),
+        ("1_6", "0", "noHate", "Ok ."),
+    ]
+    lines = ["file_id,user_id,subforum_id,num_contexts,label"]
+    for file_id, contexts, label, text in rows:
+        lines.append(f"{file_id},1,1,{contexts},{label}")
+        (tmp_path / "all_files" / f"{file_id}.txt").write_text(text + "\n")
+    (tmp_path / "labels.csv").write_text("\n".join(lines) + "\n")
+    examples = make_data.stormfront(tmp_path / "labels.csv", tmp_path / "all_files")
+    assert [(e.source, e.label, e.text) for e in examples] == [
+        ("stormfront/hate", "yes", "These people are a plague on our nation."),
+        ("stormfront/no-hate", "no", "I visited Dublin last summer with my family."),
+    ]  # thread-dependent, unsure, "relation" and too-short sentences are left out
+
+
+def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
+    import argparse
+
+    prefixes = {task: list(counts) for task, counts in make_data.PILOT.items()}
+    for sources in make_data.ADDED.values():
+        for task, counts in sources.items():
+            prefixes[task] += list(counts)
+    pools = {
+        task: [
+            make_data.Example(task, f"{p}x" if p.endswith("/") else p, "no", f"{p} text {i}")
+            for p in names
+            for i in range(1000)
+        ]
+        for task, names in prefixes.items()
+    }
+
+    def select(split, add=(), hold_out=()):
+        args = argparse.Namespace(
+            heldout_share=0.2,
+            scale=1.0,
+            template_weight=1.0,
+            add=list(add),
+            hold_out=list(hold_out),
+        )
+        seed = make_data.SEED + (1 if split == "train" else 2)
+        return make_data.select(pools, split, random.Random(seed), args)
+
+    for split in ("train", "heldout"):
+        before, after = select(split), select(split, add=["stormfront"])
+        for task in make_data.PILOT:
+            new = [e for e in after[task] if e.source.startswith("stormfront/")]
+            assert [e for e in after[task] if e not in new] == before[task]
+            wanted = make_data.ADDED["stormfront"].get(task, {})
+            assert len(new) == sum(round(n if split == "train" else n / 2) for n in wanted.values())
+            assert all(make_data.heldout(e, 0.2) == (split == "heldout") for e in new)
+        held = select(split, add=["stormfront"], hold_out=["stormfront"])
+        assert not any(e.source.startswith("stormfront/") for t in held for e in held[t])

@@ -46,6 +46,9 @@ FILES = {
     "wice_dev": ("ryokamoi+wice", "data/entailment_retrieval/claim/dev.jsonl"),
     "fever_dev": ("TalSchuster+FeverSymmetric", "symmetric_v0.2/fever_symmetric_dev.jsonl"),
     "fever_test": ("TalSchuster+FeverSymmetric", "symmetric_v0.2/fever_symmetric_test.jsonl"),
+    "stormfront_labels": ("Vicomtech+hate-speech-dataset", "annotations_metadata.csv"),
+    # a folder of one-sentence files: its sha256 is the folder's (see sha256_of)
+    "stormfront_sentences": ("Vicomtech+hate-speech-dataset", "all_files/"),
 }
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
@@ -79,6 +82,11 @@ class SourceError(Exception):
 
 
 def sha256_of(path: Path) -> str:
+    """A file's sha256; a folder's is the sha256 of its files' names and sha256s, one
+    `name sha256` line each, sorted by name (so one DATA.md row covers thousands of files)."""
+    if path.is_dir():
+        lines = sorted(f"{f.name} {sha256_of(f)}\n" for f in path.iterdir() if f.is_file())
+        return hashlib.sha256("".join(lines).encode()).hexdigest()
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -96,7 +104,7 @@ def source_path(sources: Path, name: str, hashes: dict[str, str]) -> Path:
     repo, inner = FILES[name]
     path = sources / repo / inner
     key = f"{repo}/{inner}"
-    if not path.is_file():
+    if not (path.is_dir() if inner.endswith("/") else path.is_file()):
         raise SourceError(f"missing source file {path} (see training/DATA.md)")
     if key not in hashes:
         raise SourceError(f"{key} has no sha256 in training/DATA.md")
@@ -151,6 +159,26 @@ def toxigen(sources: Path, hashes: dict[str, str]) -> list[Example]:
                     seen.add(text.lower())
                     label = "yes" if kind == "hate" else "no"
                     out.append(Example("toxicity", f"toxigen/{kind}", label, text))
+    return out
+
+
+def stormfront(labels: Path, sentences: Path) -> list[Example]:
+    """Sentences from a white-supremacist forum, labelled hate or not one by one: much of the
+    hate is implicit (no slur, no insult), and the rest of the forum's talk mentions the same
+    groups without attacking them. Only sentences the annotators judged without reading the
+    thread around them (`num_contexts` 0): a verdict on one sentence needs no more."""
+    out = []
+    with labels.open(encoding="utf-8", newline="") as f:
+        for record in csv.DictReader(f):
+            if record["num_contexts"] != "0" or record["label"] not in ("hate", "noHate"):
+                continue
+            path = sentences / f"{record['file_id']}.txt"
+            text = detokenize(path.read_text(encoding="utf-8").strip())
+            if not 20 <= len(text) <= 300:
+                continue
+            hate = record["label"] == "hate"
+            kind = "hate" if hate else "no-hate"
+            out.append(Example("toxicity", f"stormfront/{kind}", "yes" if hate else "no", text))
     return out
 
 
@@ -658,6 +686,13 @@ HELD_OUT_SOURCE = {
     "begin": {"begin/": 200},
     "wice": {"wice/supported": 40, "wice/partially_supported": 30, "wice/not_supported": 20},
     "fever": {"fever/supports": 100, "fever/refutes": 100},
+    "stormfront": {"stormfront/hate": 120, "stormfront/no-hate": 120},
+}  # fmt: skip
+# Sources added after the leave-one-source-out runs: read and trained on only when named in
+# `--add` (or held out), each drawn from its own generator, so that a recipe without them
+# draws exactly the rows it drew before. Training examples per prefix at --scale 1.
+ADDED = {
+    "stormfront": {"toxicity": {"stormfront/hate": 60, "stormfront/no-hate": 60}},
 }  # fmt: skip
 
 
@@ -673,10 +708,11 @@ def train_counts(
 
 
 def collect(
-    sources: Path, count_tokens, held_out: tuple[str, ...] = ()
+    sources: Path, count_tokens, held_out: tuple[str, ...] = (), added: tuple[str, ...] = ()
 ) -> dict[str, list[Example]]:
-    """Every example of every source. The synthetic examples and window fillers are made from
-    the passages of sources not in `held_out`, so no text of a held-out source is trained on."""
+    """Every example of every source (of the ADDED ones, those in `added`). The synthetic
+    examples and window fillers are made from the passages of sources not in `held_out`, so
+    no text of a held-out source is trained on."""
     hashes = recorded_hashes()
     path = lambda name: source_path(sources, name, hashes)  # noqa: E731
     rng = random.Random(SEED)
@@ -694,11 +730,15 @@ def collect(
     windowed = in_windows(
         [e for e in rows if not e.source.startswith(held_out)], fillers, count_tokens, rng
     ) + [e for e in rows if e.source.startswith(held_out)]
+    extra = []
+    if "stormfront" in added or "stormfront/" in held_out:
+        extra += stormfront(path("stormfront_labels"), path("stormfront_sentences"))
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
         + assistant_replies(900, rng)
-        + contrast(1200, rng),
+        + contrast(1200, rng)
+        + extra,
         "hallucination": windowed
         + begin_rows
         + wice(path("wice_dev"), count_tokens, rng)
@@ -791,10 +831,44 @@ def held_out_sources(value: str) -> list[str]:
     return names
 
 
+def added_sources(value: str) -> list[str]:
+    names = [n for n in value.split(",") if n]
+    for name in names:
+        if name not in ADDED:
+            raise argparse.ArgumentTypeError(f"unknown source {name!r}: one of {', '.join(ADDED)}")
+    return names
+
+
 def write_rows(path: Path, examples: list[Example], whole: bool = False) -> None:
     with path.open("w", encoding="utf-8") as f:
         for example in examples:
             f.write(json.dumps(quality_row(example, whole), ensure_ascii=False) + "\n")
+
+
+def select(
+    pools: dict[str, list[Example]], split: str, rng: random.Random, args: argparse.Namespace
+) -> dict[str, list[Example]]:
+    """Per task, the examples of one split (`train` or `heldout`): PILOT's sources drawn with
+    `rng`, then each `--add` source from its own generator; none of a held-out source."""
+    unseen = tuple(f"{name}/" for name in args.hold_out)
+    picks = {}
+    for task, counts in PILOT.items():
+        pool = [e for e in pools[task] if heldout(e, args.heldout_share) == (split == "heldout")]
+        counts = {k: v for k, v in counts.items() if not k.startswith(unseen)}
+        if split == "heldout":  # the same rows whatever --scale: public data only
+            wanted = {k: round(v / 2) for k, v in counts.items() if k not in TRAIN_ONLY}
+        else:
+            wanted = train_counts(counts, args.scale, args.template_weight)
+        picked = take(pool, wanted, rng)
+        for name in args.add:
+            counts = ADDED[name].get(task, {}) if name not in args.hold_out else {}
+            if split == "heldout":
+                wanted = {k: round(v / 2) for k, v in counts.items()}
+            else:
+                wanted = train_counts(counts, args.scale)
+            picked += take(pool, wanted, random.Random(f"{SEED}:{split}:{name}"))
+        picks[task] = picked
+    return picks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -820,6 +894,13 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(HELD_OUT_SOURCE)
         + "); their rows go to held-out-sources_{task}.jsonl",
     )
+    parser.add_argument(
+        "--add",
+        type=added_sources,
+        default=[],
+        help="sources added since the leave-one-source-out runs, trained on as well "
+        "(comma-separated: " + ", ".join(ADDED) + ")",
+    )
     args = parser.parse_args(argv)
 
     from localjudge.judge import Judge
@@ -828,34 +909,29 @@ def main(argv: list[str] | None = None) -> int:
     with Judge.load("gemma-3-270m", slots=1) as judge:
         try:
             count = lambda text: len(judge.tokenize(text))  # noqa: E731
-            pools = collect(args.sources, count, tuple(f"{n}/" for n in args.hold_out))
+            pools = collect(
+                args.sources, count, tuple(f"{n}/" for n in args.hold_out), tuple(args.add)
+            )
         except SourceError as exc:
             print(f"make_data: {exc}", file=sys.stderr)
             return 2
         tokens = Tokens(judge)
-        unseen = tuple(f"{name}/" for name in args.hold_out)
         rng = random.Random(SEED + 3)
         for task in PILOT:
             picked = []
             for name in args.hold_out:
                 counts = HELD_OUT_SOURCE[name]
-                if any(prefix.startswith(f"{name}/") for prefix in PILOT[task]):
+                known = {**PILOT[task], **ADDED.get(name, {}).get(task, {})}
+                if any(prefix.startswith(f"{name}/") for prefix in known):
                     picked.extend(take(pools[task], counts, rng))
             write_rows(args.out / f"held-out-sources_{task}.jsonl", picked, whole=True)
             if picked:
                 print(f"held-out sources, {task}: {len(picked)} rows")
         for split in ("train", "heldout"):
             rng = random.Random(SEED + (1 if split == "train" else 2))
-            share = args.heldout_share
+            picks = select(pools, split, rng, args)
             chosen: list[Example] = []
-            for task, counts in PILOT.items():
-                pool = [e for e in pools[task] if heldout(e, share) == (split == "heldout")]
-                counts = {k: v for k, v in counts.items() if not k.startswith(unseen)}
-                if split == "heldout":  # the same rows whatever --scale: public data only
-                    wanted = {k: round(v / 2) for k, v in counts.items() if k not in TRAIN_ONLY}
-                else:
-                    wanted = train_counts(counts, args.scale, args.template_weight)
-                picked = take(pool, wanted, rng)
+            for task, picked in picks.items():
                 chosen.extend(picked)
                 write_rows(args.out / f"{split}_{task}.jsonl", picked)
             rng.shuffle(chosen)
