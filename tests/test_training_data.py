@@ -3,6 +3,8 @@ that its examples end exactly where the scorers' verdict grammar reaches the cho
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import importlib.util
 import random
 import sys
@@ -227,8 +229,6 @@ def test_windowed_examples_keep_their_evidence_and_label_within_the_window_size(
 
 
 def test_a_folder_source_is_hashed_by_its_files_names_and_contents(make_data, tmp_path):
-    import hashlib
-
     folder = tmp_path / "all_files"
     folder.mkdir()
     (folder / "b.txt").write_text("second")
@@ -273,8 +273,6 @@ def test_stormfront_keeps_sentences_judged_without_their_thread(make_data, tmp_p
 
 
 def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
-    import argparse
-
     prefixes = {task: list(counts) for task, counts in make_data.PILOT.items()}
     for sources in make_data.ADDED.values():
         for task, counts in sources.items():

@@ -845,6 +845,14 @@ def write_rows(path: Path, examples: list[Example], whole: bool = False) -> None
             f.write(json.dumps(quality_row(example, whole), ensure_ascii=False) + "\n")
 
 
+def split_counts(counts: dict[str, int], split: str, args: argparse.Namespace) -> dict[str, int]:
+    """Examples per source prefix for one split: training takes `train_counts`; the held-out
+    split half of each public source's count, the same rows whatever --scale."""
+    if split == "heldout":
+        return {k: round(v / 2) for k, v in counts.items() if k not in TRAIN_ONLY}
+    return train_counts(counts, args.scale, args.template_weight)
+
+
 def select(
     pools: dict[str, list[Example]], split: str, rng: random.Random, args: argparse.Namespace
 ) -> dict[str, list[Example]]:
@@ -854,19 +862,12 @@ def select(
     picks = {}
     for task, counts in PILOT.items():
         pool = [e for e in pools[task] if heldout(e, args.heldout_share) == (split == "heldout")]
-        counts = {k: v for k, v in counts.items() if not k.startswith(unseen)}
-        if split == "heldout":  # the same rows whatever --scale: public data only
-            wanted = {k: round(v / 2) for k, v in counts.items() if k not in TRAIN_ONLY}
-        else:
-            wanted = train_counts(counts, args.scale, args.template_weight)
-        picked = take(pool, wanted, rng)
+        kept = {k: v for k, v in counts.items() if not k.startswith(unseen)}
+        picked = take(pool, split_counts(kept, split, args), rng)
         for name in args.add:
-            counts = ADDED[name].get(task, {}) if name not in args.hold_out else {}
-            if split == "heldout":
-                wanted = {k: round(v / 2) for k, v in counts.items()}
-            else:
-                wanted = train_counts(counts, args.scale)
-            picked += take(pool, wanted, random.Random(f"{SEED}:{split}:{name}"))
+            if name not in args.hold_out:
+                added = split_counts(ADDED[name].get(task, {}), split, args)
+                picked += take(pool, added, random.Random(f"{SEED}:{split}:{name}"))
         picks[task] = picked
     return picks
 
