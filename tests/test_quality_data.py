@@ -175,6 +175,13 @@ def test_quality_on_user_data_through_the_real_model(tmp_path):
     judge = report["agreement"]["judge"]
     assert 0 <= judge["balanced_accuracy"] <= 1 and 0 <= judge["ece"] <= 1
     assert judge["auroc"] is None or 0 <= judge["auroc"] <= 1
+    if report["intervals"] is not None:  # both classes among the rows the judge answered
+        bacc = report["intervals"]["ways"]["judge"]["balanced_accuracy"]
+        assert bacc["value"] == pytest.approx(judge["balanced_accuracy"])
+        assert 0 <= bacc["low"] <= bacc["high"] <= 1
+        assert set(report["intervals"]["judge_minus"]) == set(report["agreement"]) - {"judge"}
+    else:  # only when failed rows left a single class
+        assert report["judge_errors"]
 
 
 def test_item_rows_report_auroc_and_correlation_of_the_scorers_score(

@@ -11,6 +11,7 @@ import click
 from localjudge.cli.group import cli
 from localjudge.cli.options import BASE_MODEL_WARNING, engine_options, load_judge
 from localjudge.errors import LocalJudgeError
+from localjudge.quality.intervals import RESAMPLES
 
 
 @cli.command()
@@ -53,6 +54,14 @@ from localjudge.errors import LocalJudgeError
     show_default=True,
     help="Decode each verdict's reason; --no-reasons stops after the verdict (same P(yes), faster).",
 )
+@click.option(
+    "--resamples",
+    type=click.IntRange(0, 100_000),
+    default=RESAMPLES,
+    show_default=True,
+    help="Stratified bootstrap resamples behind the 95% intervals of balanced accuracy and "
+    "AUROC, and of the judge's difference from each baseline (0: no intervals).",
+)
 def quality(
     model,
     gpu_layers,
@@ -66,10 +75,13 @@ def quality(
     plot,
     html_path,
     reasons,
+    resamples,
 ):
     """How well the judge agrees with labelled rows, beside trivial baselines on the same
     rows: accuracy, balanced accuracy, F1, false-positive rate, AUROC and calibration
-    error from P(yes), confusion matrix and a table per group.
+    error from P(yes), confusion matrix and a table per group. Balanced accuracy and AUROC
+    come with 95% intervals (a stratified bootstrap over the rows, fixed seed), and so does
+    the judge's difference from each baseline on the same resampled rows.
 
     Without --data: the built-in dev sets of both tasks. Hallucination rows: context
     (list or string), claim, label (true = hallucinated); toxicity rows: text, optional
@@ -106,6 +118,7 @@ def quality(
                         threshold=cut,
                         threshold_source=origin,
                         reasons=reasons,
+                        resamples=resamples,
                     )
                 )
             except DataError as error:

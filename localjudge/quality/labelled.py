@@ -19,6 +19,7 @@ from typing import Any
 
 from localjudge.errors import LocalJudgeError
 from localjudge.quality.devsets import load_devset
+from localjudge.quality.intervals import RESAMPLES, Intervals, intervals
 from localjudge.scorers.task import LabelledRow, VerdictTask
 
 VERDICT_TOKENS = 64  # budget of one verdict (the reason is closed within it)
@@ -307,6 +308,7 @@ class QualityReport:
     seconds: float = 0.0
     reasons: list[str] = field(default_factory=list)  # the judge's reason per row
     flagged: str = "yes"  # the verdict a true label stands for
+    resamples: int = RESAMPLES  # bootstrap resamples behind the intervals (0: none)
 
     @property
     def rows_per_second(self) -> float:
@@ -316,6 +318,13 @@ class QualityReport:
     def agreement(self) -> dict[str, Agreement]:
         labels = [r.label for r in self.rows]
         return {w.name: Agreement.of(labels, w.predictions, w.scores) for w in self.ways}
+
+    def intervals(self) -> Intervals | None:
+        """Bootstrap intervals of each way's balanced accuracy and AUROC, and of the judge's
+        difference from each baseline; None without both classes or resamples."""
+        labels = [r.label for r in self.rows]
+        ways = [(w.name, w.scores, w.predictions) for w in self.ways]
+        return intervals(labels, ways, resamples=self.resamples)
 
     def by_group(self) -> dict[str, dict[str, Agreement]]:
         groups: dict[str, list[int]] = {}
@@ -370,6 +379,7 @@ class QualityReport:
             "seconds": round(self.seconds, 3),
             "rows_per_second": round(self.rows_per_second, 3),
             "agreement": {k: asdict(v) for k, v in self.agreement().items()},
+            "intervals": spread.to_dict() if (spread := self.intervals()) else None,
             "groups": {
                 g: {k: asdict(v) for k, v in ways.items()} for g, ways in self.by_group().items()
             },
@@ -388,8 +398,10 @@ def measure(
     threshold_source: str = "default",
     progress: Callable[[int], None] | None = None,
     reasons: bool = True,
+    resamples: int = RESAMPLES,
 ) -> QualityReport:
-    """Judge every row and compare with the labels and the baselines on the same rows."""
+    """Judge every row and compare with the labels and the baselines on the same rows
+    (with `resamples` bootstrap resamples behind the intervals; 0 for none)."""
     task = as_task(task)
     started = time.perf_counter()
     verdicts = judge_rows(judge, rows, task, progress=progress, reasons=reasons)
@@ -414,6 +426,7 @@ def measure(
         seconds=seconds,
         reasons=[v.reason for _, v in answered],
         flagged=task.flagged,
+        resamples=resamples,
     )
 
 
@@ -435,6 +448,30 @@ def left_out_lines(
 
 def _finite(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
+
+
+def _signed(i) -> str:
+    return f"{i.value:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
+
+
+def interval_lines(spread: Intervals | None) -> list[str]:
+    """The judge's intervals and its differences from the baselines, for the console."""
+    if spread is None:
+        return []
+    judge = next(iter(spread.ways.values()))
+    share = f"{spread.level:.0%}"
+    lines = [
+        f"  judge, {share} intervals ({spread.resamples} stratified bootstrap resamples): "
+        f"balanced accuracy {judge.balanced_accuracy.value:.2f} "
+        f"[{judge.balanced_accuracy.low:.2f}, {judge.balanced_accuracy.high:.2f}], AUROC "
+        f"{judge.auroc.value:.2f} [{judge.auroc.low:.2f}, {judge.auroc.high:.2f}]"
+    ]
+    for name, d in spread.differences.items():
+        lines.append(
+            f"  judge minus {name}: balanced accuracy {_signed(d.balanced_accuracy)}, "
+            f"AUROC {_signed(d.auroc)}"
+        )
+    return lines
 
 
 def report_text(report: QualityReport) -> str:
@@ -462,6 +499,7 @@ def report_text(report: QualityReport) -> str:
         )
     c = agreement["judge"].confusion
     lines.append(f"  judge confusion: TP {c['tp']}  FP {c['fp']}  TN {c['tn']}  FN {c['fn']}")
+    lines += interval_lines(report.intervals())
     groups = report.by_group()
     if groups:
         names = [w.name for w in report.ways]

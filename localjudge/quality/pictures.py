@@ -133,6 +133,7 @@ def page(reports: list[QualityReport]) -> str:
                 + "</tr>"
             )
         parts.append("</table>")
+        parts += interval_rows(report)
         groups = report.by_group()
         if groups:
             names = [w.name for w in report.ways]
@@ -168,6 +169,36 @@ def page(reports: list[QualityReport]) -> str:
             parts.append("</table>")
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def interval_rows(report: QualityReport) -> list[str]:
+    """The intervals of balanced accuracy and AUROC, and the judge's differences from the
+    baselines, as a table (nothing without both classes)."""
+    spread = report.intervals()
+    if spread is None:
+        return []
+
+    def cell(i) -> str:
+        return f"<td>{i.value:.2f} [{i.low:.2f}, {i.high:.2f}]</td>"
+
+    parts = [
+        f"<h3>How sure: {spread.level:.0%} intervals</h3><p>A stratified bootstrap over the "
+        f"rows ({spread.resamples} resamples, seed {spread.seed}): how far the figures could "
+        "move on other rows of the same kind. Differences are the judge's figure minus the "
+        "baseline's on the same resampled rows.</p>",
+        "<table id='intervals'><tr><th>way</th><th>balanced accuracy</th><th>AUROC</th></tr>",
+    ]
+    for name, w in spread.ways.items():
+        parts.append(
+            f"<tr><td>{html.escape(name)}</td>{cell(w.balanced_accuracy)}{cell(w.auroc)}</tr>"
+        )
+    for name, d in spread.differences.items():
+        parts.append(
+            f"<tr><td>judge minus {html.escape(name)}</td>{cell(d.balanced_accuracy)}"
+            f"{cell(d.auroc)}</tr>"
+        )
+    parts.append("</table>")
+    return parts
 
 
 def write_html(reports: list[QualityReport], path: str | Path) -> None:
