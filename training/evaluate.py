@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                     "rows": len(report.rows),
                     "errors": len(report.judge_errors),
                     "agreement": {w: vars(a) for w, a in report.agreement().items()},
+                    # 95% bootstrap intervals, and the judge minus each baseline (paired)
+                    "intervals": spread.to_dict() if (spread := report.intervals()) else None,
                     "groups": {g: vars(a["judge"]) for g, a in report.by_group().items()},
                     # per row, for fitting a threshold on sources held out from training
                     "scores": [round(x, 6) for x in report.ways[0].scores],
@@ -104,6 +106,15 @@ def _f(value) -> str:
     return "  -  " if value is None else f"{value:.3f}"
 
 
+def _gap(entry: dict, baseline: str) -> str:
+    """The judge's lead over the baseline with its 95% interval (reported, not deciding)."""
+    gap = ((entry.get("intervals") or {}).get("judge_minus") or {}).get(baseline)
+    if gap is None:
+        return ""
+    d = gap["balanced_accuracy"]
+    return f"; lead {d['value']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
 def ship_decision(entries: list[dict]) -> dict:
     """The rule (issue 16): on held-out data, the tuned judge beats the best trivial
     baseline by 5 balanced-accuracy points on toxicity and does not fall below it on
@@ -131,6 +142,7 @@ def ship_decision(entries: list[dict]) -> dict:
         lines.append(
             f"{verdict}: {entry['task']} {entry['set']}: tuned BA {judge:.3f}, "
             f"needs >= {need:.3f} ({baseline_name} {baseline:.3f} + {SHIP_MARGIN[entry['task']]:.2f})"
+            + _gap(entry, baseline_name)
             + ("" if deciding else " [reported, not deciding]")
         )
     lines.append("ship: " + ("yes" if passed else "no"))
