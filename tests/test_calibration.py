@@ -35,6 +35,28 @@ def test_cross_validation_measures_the_gain_on_held_out_rows():
     assert 0.1 < result.threshold < 0.3
     assert result.before.balanced_accuracy < 0.6 < 0.9 < result.after.balanced_accuracy
     assert len(result.fold_thresholds) == 5 and result.after.n == 200
+    gain = result.gain
+    assert gain.value == pytest.approx(
+        result.after.balanced_accuracy - result.before.balanced_accuracy
+    )
+    assert 0 < gain.low <= gain.high and result.gain_is_sure
+
+
+def test_a_gain_within_row_noise_is_said_to_be_so():
+    rng = random.Random(2)
+    labels = [i % 2 == 0 for i in range(40)]
+    # already centred on 0.5 and noisy: a threshold chosen on the rows can buy nothing sure
+    scores = [min(1.0, max(0.0, (0.6 if y else 0.4) + rng.gauss(0, 0.2))) for y in labels]
+    result = calibrate(labels, scores, folds=5)
+    assert result.gain.low < 0 < result.gain.high and not result.gain_is_sure
+    from localjudge.quality.calibration import CalibrationRun
+
+    run = CalibrationRun("toxicity", "m", "toxicity/3", "rows.jsonl", result, 40, 0, 0)
+    assert "not surely above zero" in run.text(stored=False)
+    interval = run.record("2026-12-03")["heldout_balanced_accuracy"]["gain_interval"]
+    assert interval == [round(result.gain.low, 4), round(result.gain.high, 4)]
+    one_class = calibrate([True] * 6, [0.2, 0.4, 0.6, 0.7, 0.8, 0.9])
+    assert one_class.gain is None and not one_class.gain_is_sure
 
 
 def test_stored_threshold_decides_the_scorers_verdicts(tmp_home):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
+from localjudge.quality.intervals import Interval, intervals
 from localjudge.quality.labelled import Agreement
 
 
@@ -53,6 +54,15 @@ class Calibration:
     before: Agreement  # held-out agreement at 0.5 (the judge's own verdicts)
     after: Agreement  # held-out agreement with each fold's threshold chosen on the others
     fold_thresholds: list[float]
+    # after minus before in balanced accuracy, with its 95% interval: a stratified bootstrap
+    # of the rows' held-out verdicts, both ways on the same resampled rows (None with one
+    # class). It resamples the verdicts; it does not choose the thresholds again.
+    gain: Interval | None = None
+
+    @property
+    def gain_is_sure(self) -> bool:
+        """Whether the gain's interval lies wholly above zero."""
+        return self.gain is not None and self.gain.low > 0
 
 
 def calibrate(
@@ -84,13 +94,16 @@ def calibrate(
     objective = (
         "balanced accuracy" if max_fpr is None else f"true-positive rate at FPR <= {max_fpr:g}"
     )
+    default = [s >= 0.5 for s in scores]
+    spread = intervals(labels, [("after", scores, held_out), ("before", scores, default)])
     return Calibration(
         threshold=choose_threshold(labels, scores, max_fpr=max_fpr),
         folds=folds,
         objective=objective,
-        before=Agreement.of(labels, [s >= 0.5 for s in scores], scores),
+        before=Agreement.of(labels, default, scores),
         after=Agreement.of(labels, held_out, scores),
         fold_thresholds=fold_thresholds,
+        gain=spread.differences["before"].balanced_accuracy if spread else None,
     )
 
 
@@ -120,6 +133,9 @@ class CalibrationRun:
             "heldout_balanced_accuracy": {
                 "before": round(result.before.balanced_accuracy, 4),
                 "after": round(result.after.balanced_accuracy, 4),
+                "gain_interval": (
+                    [round(result.gain.low, 4), round(result.gain.high, 4)] if result.gain else None
+                ),
             },
             "fold_thresholds": [round(t, 6) for t in result.fold_thresholds],
         }
@@ -157,6 +173,18 @@ class CalibrationRun:
             if stored
             else "not stored (--dry-run)"
         )
+        if result.gain is not None:
+            gain = result.gain
+            lines.append(
+                f"  gain in balanced accuracy {gain.value:+.2f}, 95% interval "
+                f"[{gain.low:+.2f}, {gain.high:+.2f}]"
+                + (
+                    ""
+                    if result.gain_is_sure
+                    else ": not surely above zero on rows like these; more labelled rows "
+                    "would say whether the threshold helps"
+                )
+            )
         lines.append(f"  threshold P(yes) >= {result.threshold:.4f}: {where}")
         return "\n".join(lines)
 
