@@ -161,3 +161,5 @@ def test_calibrate_on_the_real_model(tmp_path):
     out = json.loads(result.output)
     assert out["stored"] is False and 0 <= out["threshold"] <= 1
     assert out["rows"] + out["judge_errors"] == len(cases)
+    gain = out["heldout_balanced_accuracy"]["gain_interval"]
+    assert gain is None or -1 <= gain[0] <= gain[1] <= 1

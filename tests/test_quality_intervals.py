@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from localjudge.cli import cli
 from localjudge.quality.intervals import (
+    CELLS,
     aurocs,
     balanced_accuracies,
     draw,
@@ -41,7 +42,9 @@ def test_each_resample_keeps_the_count_of_each_class():
     assert not any(labels[i] for i in sample.negative.ravel())
 
 
-def test_the_figures_are_those_of_a_plain_bootstrap_on_the_same_draw():
+@pytest.mark.parametrize("cells", [CELLS, 1000])  # one chunk of resamples, or many
+def test_the_figures_are_those_of_a_plain_bootstrap_on_the_same_draw(cells, monkeypatch):
+    monkeypatch.setattr("localjudge.quality.intervals.CELLS", cells)
     labels, scores, said = noisy()
     sample = draw(labels, resamples=200, seed=11)
     plain_bacc, plain_auroc = [], []

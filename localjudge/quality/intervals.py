@@ -14,6 +14,7 @@ judge's own run-to-run spread (another training seed).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,18 +45,36 @@ class Draw:
     negative: np.ndarray
 
 
-def draw(labels: list[bool], resamples: int = RESAMPLES, seed: int = SEED) -> Draw | None:
-    """A stratified bootstrap draw over rows with these labels; None without both classes
-    (or with no resamples asked for)."""
+CELLS = 2_000_000  # resampled row indices held at once (16 MB), whatever the rows
+
+
+def draws(labels: list[bool], resamples: int = RESAMPLES, seed: int = SEED) -> Iterator[Draw]:
+    """A stratified bootstrap draw over rows with these labels, in chunks of resamples small
+    enough to hold at once (the chunks depend on the row count only, so a draw is the same
+    wherever it runs); nothing without both classes or resamples."""
     labels_array = np.asarray(labels, dtype=bool)
     positive = np.flatnonzero(labels_array)
     negative = np.flatnonzero(~labels_array)
     if resamples < 1 or positive.size == 0 or negative.size == 0:
-        return None
+        return
     generator = np.random.default_rng(seed)
+    step = max(1, CELLS // labels_array.size)
+    for start in range(0, resamples, step):
+        count = min(step, resamples - start)
+        yield Draw(
+            positive=positive[generator.integers(0, positive.size, (count, positive.size))],
+            negative=negative[generator.integers(0, negative.size, (count, negative.size))],
+        )
+
+
+def draw(labels: list[bool], resamples: int = RESAMPLES, seed: int = SEED) -> Draw | None:
+    """The whole draw at once (for small row sets and checks); None without both classes."""
+    chunks = list(draws(labels, resamples, seed))
+    if not chunks:
+        return None
     return Draw(
-        positive=positive[generator.integers(0, positive.size, (resamples, positive.size))],
-        negative=negative[generator.integers(0, negative.size, (resamples, negative.size))],
+        positive=np.concatenate([c.positive for c in chunks]),
+        negative=np.concatenate([c.negative for c in chunks]),
     )
 
 
@@ -140,16 +159,21 @@ def intervals(
 ) -> Intervals | None:
     """Intervals for `ways` ((name, scores, predictions), the judge first) on rows with
     these labels; None without both classes or with `resamples` 0."""
-    sample = draw(labels, resamples, seed)
-    if sample is None:
+    samples: dict[str, tuple[list, list]] = {name: ([], []) for name, _, _ in ways}
+    for chunk in draws(labels, resamples, seed):  # nothing without both classes
+        for name, scores, predictions in ways:
+            samples[name][0].append(balanced_accuracies(chunk, predictions))
+            samples[name][1].append(aurocs(chunk, scores))
+    if not samples[ways[0][0]][0]:
         return None
     whole = rows_as_drawn(labels)
-    figures = {}
-    for name, scores, predictions in ways:
-        figures[name] = (
-            (balanced_accuracies(whole, predictions)[0], balanced_accuracies(sample, predictions)),
-            (aurocs(whole, scores)[0], aurocs(sample, scores)),
+    figures = {
+        name: (
+            (balanced_accuracies(whole, predictions)[0], np.concatenate(samples[name][0])),
+            (aurocs(whole, scores)[0], np.concatenate(samples[name][1])),
         )
+        for name, scores, predictions in ways
+    }
 
     def both(pairs) -> WayIntervals:
         (bacc, bacc_samples), (area, area_samples) = pairs
