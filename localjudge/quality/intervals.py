@@ -4,8 +4,9 @@ difference from each baseline on the same resampled rows (paired).
 
 Each resample draws the positive rows and the negative rows separately, with replacement,
 as many of each as there are, so that both classes are in every resample and balanced
-accuracy and AUROC are always defined. The draw comes from a fixed seed: the same rows,
-scores and seed give the same intervals on any machine.
+accuracy and AUROC are always defined. The draw comes from a fixed seed (numpy's PCG64):
+the same rows, scores and seed give the same intervals on every run and machine with the
+same numpy.
 
 An interval says how much the figure could move if other rows of the same kind had been
 labelled. It says nothing about rows of another kind (another source), nor about the
@@ -50,8 +51,8 @@ CELLS = 2_000_000  # resampled row indices held at once (16 MB), whatever the ro
 
 def draws(labels: list[bool], resamples: int = RESAMPLES, seed: int = SEED) -> Iterator[Draw]:
     """A stratified bootstrap draw over rows with these labels, in chunks of resamples small
-    enough to hold at once (the chunks depend on the row count only, so a draw is the same
-    wherever it runs); nothing without both classes or resamples."""
+    enough to hold at once (the chunks depend on the row count only, not on the machine);
+    nothing without both classes or resamples."""
     labels_array = np.asarray(labels, dtype=bool)
     positive = np.flatnonzero(labels_array)
     negative = np.flatnonzero(~labels_array)
