@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                     "errors": len(report.judge_errors),
                     "agreement": {w: vars(a) for w, a in report.agreement().items()},
                     # 95% bootstrap intervals, and the judge minus each baseline (paired)
-                    "intervals": spread.to_dict() if (spread := report.intervals()) else None,
+                    "intervals": spread.to_dict() if (spread := report.intervals) else None,
                     "groups": {g: vars(a["judge"]) for g, a in report.by_group().items()},
                     # per row, for fitting a threshold on sources held out from training
                     "scores": [round(x, 6) for x in report.ways[0].scores],

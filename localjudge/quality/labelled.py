@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from localjudge.errors import LocalJudgeError
@@ -319,9 +320,11 @@ class QualityReport:
         labels = [r.label for r in self.rows]
         return {w.name: Agreement.of(labels, w.predictions, w.scores) for w in self.ways}
 
+    @cached_property
     def intervals(self) -> Intervals | None:
         """Bootstrap intervals of each way's balanced accuracy and AUROC, and of the judge's
-        difference from each baseline; None without both classes or resamples."""
+        difference from each baseline; None without both classes or resamples (worked out
+        once: the console, JSON and page show the same)."""
         labels = [r.label for r in self.rows]
         ways = [(w.name, w.scores, w.predictions) for w in self.ways]
         return intervals(labels, ways, resamples=self.resamples)
@@ -379,7 +382,7 @@ class QualityReport:
             "seconds": round(self.seconds, 3),
             "rows_per_second": round(self.rows_per_second, 3),
             "agreement": {k: asdict(v) for k, v in self.agreement().items()},
-            "intervals": spread.to_dict() if (spread := self.intervals()) else None,
+            "intervals": spread.to_dict() if (spread := self.intervals) else None,
             "groups": {
                 g: {k: asdict(v) for k, v in ways.items()} for g, ways in self.by_group().items()
             },
@@ -499,7 +502,7 @@ def report_text(report: QualityReport) -> str:
         )
     c = agreement["judge"].confusion
     lines.append(f"  judge confusion: TP {c['tp']}  FP {c['fp']}  TN {c['tn']}  FN {c['fn']}")
-    lines += interval_lines(report.intervals())
+    lines += interval_lines(report.intervals)
     groups = report.by_group()
     if groups:
         names = [w.name for w in report.ways]

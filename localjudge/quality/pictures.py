@@ -174,7 +174,7 @@ def page(reports: list[QualityReport]) -> str:
 def interval_rows(report: QualityReport) -> list[str]:
     """The intervals of balanced accuracy and AUROC, and the judge's differences from the
     baselines, as a table (nothing without both classes)."""
-    spread = report.intervals()
+    spread = report.intervals
     if spread is None:
         return []
 
