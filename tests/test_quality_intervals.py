@@ -113,6 +113,23 @@ def test_the_same_seed_gives_the_same_interval_and_the_level_widens_it():
     )
 
 
+def test_the_console_says_when_the_judge_is_not_surely_better_than_a_baseline():
+    from localjudge.quality.intervals import Interval, Intervals, WayIntervals
+    from localjudge.quality.labelled import interval_lines
+
+    def way(low: float, high: float) -> WayIntervals:
+        return WayIntervals(Interval(0.0, low, high), Interval(0.0, low, high))
+
+    spread = Intervals(
+        ways={"judge": way(0.6, 0.8)},
+        differences={"better": way(0.01, 0.2), "level": way(-0.05, 0.1), "worse": way(-0.3, -0.1)},
+        resamples=1000, level=0.95, seed=0,
+    )  # fmt: skip
+    text = "\n".join(interval_lines(spread))
+    assert "not surely better than level's" in text and "surely worse than worse's" in text
+    assert "better's" not in text and "not surely better than worse's" not in text
+
+
 def test_no_interval_without_both_classes_or_resamples():
     assert intervals([True, True], [("judge", [0.9, 0.8], [True, True])]) is None
     assert intervals([True, False], [("judge", [0.9, 0.1], [True, False])], resamples=0) is None
@@ -143,7 +160,11 @@ def test_the_report_the_command_and_the_page_show_the_intervals(tmp_path, tmp_ho
         bacc = figures["balanced_accuracy"]
         assert bacc["value"] == pytest.approx(out["agreement"][name]["balanced_accuracy"])
         assert 0 <= bacc["low"] <= bacc["high"] <= 1
-    assert "judge minus word-list baseline: balanced accuracy" in report_text(report)
+    text = report_text(report)
+    assert "judge minus word-list baseline: balanced accuracy" in text
+    lead = report.intervals.differences["word-list baseline"].balanced_accuracy
+    said = "the judge's verdicts are not surely better than word-list baseline's" in text
+    assert said == (lead.low <= 0 <= lead.high)
     assert "id='intervals'" in page([report])
 
     monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")

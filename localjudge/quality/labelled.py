@@ -474,6 +474,13 @@ def interval_lines(spread: Intervals | None) -> list[str]:
             f"  judge minus {name}: balanced accuracy {_signed(d.balanced_accuracy)}, "
             f"AUROC {_signed(d.auroc)}"
         )
+    for name, d in spread.differences.items():
+        if d.balanced_accuracy.high < 0:
+            lines.append(f"  on these rows the judge's verdicts are surely worse than {name}'s")
+        elif d.balanced_accuracy.low <= 0:
+            lines.append(
+                f"  on these rows the judge's verdicts are not surely better than {name}'s"
+            )
     return lines
 
 
