@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import json
 import random
 import sys
 from pathlib import Path
@@ -307,3 +308,40 @@ def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
             assert all(make_data.heldout(e, 0.2) == (split == "heldout") for e in new)
         held = select(split, add=["stormfront"], hold_out=["stormfront"])
         assert not any(e.source.startswith("stormfront/") for t in held for e in held[t])
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "training" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match(tmp_path):
+    spread = load_script("spread")
+    texts = ["You are an idiot.", "Have a nice day.", "Idiot, go away.", "Thanks a lot."] * 5
+    labels = [i % 2 == 0 for i in range(len(texts))]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held-out-sources_toxicity.jsonl").write_text(
+        "".join(
+            json.dumps({"text": t, "label": y, "group": "g"}) + "\n"
+            for t, y in zip(texts, labels, strict=True)
+        )
+    )
+    entry = {
+        "way": "tuned", "task": "toxicity", "set": "held-out sources",
+        "scores": [0.9 if y else 0.2 for y in labels], "labels": labels,
+        "row_groups": ["g"] * len(texts),
+    }  # fmt: skip
+    run = tmp_path / "quality-run.json"
+    run.write_text(json.dumps({"sets": [entry]}))
+    ((task, name, paired),) = spread.rows_of(run, data)
+    assert (task, name) == ("toxicity", "held-out sources")
+    assert set(paired.differences) == {"word-list baseline"}  # the majority class is left out
+    assert paired.ways["judge"].balanced_accuracy.value == 1.0
+    # the same run against rows in another order: shown without the lead
+    entry["labels"] = labels[::-1]
+    run.write_text(json.dumps({"sets": [entry]}))
+    ((_, _, alone),) = spread.rows_of(run, data)
+    assert alone.differences == {} and set(alone.ways) == {"judge"}
