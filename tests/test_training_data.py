@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -299,15 +300,42 @@ def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
         return make_data.select(pools, split, random.Random(seed), args)
 
     for split in ("train", "heldout"):
-        before, after = select(split), select(split, add=["stormfront"])
-        for task in make_data.PILOT:
-            new = [e for e in after[task] if e.source.startswith("stormfront/")]
-            assert [e for e in after[task] if e not in new] == before[task]
-            wanted = make_data.ADDED["stormfront"].get(task, {})
-            assert len(new) == sum(round(n if split == "train" else n / 2) for n in wanted.values())
-            assert all(make_data.heldout(e, 0.2) == (split == "heldout") for e in new)
+        before = select(split)
+        for name, sources in make_data.ADDED.items():
+            after = select(split, add=[name])
+            for task in make_data.PILOT:
+                wanted = sources.get(task, {})
+                new = [e for e in after[task] if e.source.startswith(tuple(wanted) or ("-",))]
+                assert [e for e in after[task] if e not in new] == before[task]
+                assert len(new) == sum(
+                    round(n if split == "train" else n / 2) for n in wanted.values()
+                )
+                assert all(make_data.heldout(e, 0.2) == (split == "heldout") for e in new)
         held = select(split, add=["stormfront"], hold_out=["stormfront"])
         assert not any(e.source.startswith("stormfront/") for t in held for e in held[t])
+
+
+def test_additions_copy_a_context_sentence_and_add_what_it_does_not_say(make_data):
+    passages = [
+        "The bridge opened in 1932. It carries six lanes of traffic.",
+        "A woman in a red coat is walking her dog along the river.",
+        "Two children are building a sandcastle on the beach.",
+        "The museum holds paintings from the sixteenth century.",
+    ] * 30
+    examples = make_data.additions(passages, random.Random(5))
+    assert examples == make_data.additions(passages, random.Random(5))
+    kinds = {e.source for e in examples}
+    assert kinds == {"synthetic/addition", "synthetic/addition-ok"}
+    for e in examples:
+        (context,) = e.context
+        sentences = [s.rstrip(".") for s in re.split(r"(?<=[.!?])\s+", context)]
+        if e.source == "synthetic/addition":
+            assert e.label == "yes" and e.text not in context
+            assert any(e.text.startswith(s) and len(e.text) > len(s) + 5 for s in sentences)
+        else:
+            opener, _, body = e.text.partition(", ")
+            assert e.label == "no" and opener + ", " in make_data._OPENERS
+            assert any(body.lower().rstrip(".") == s.lower() for s in sentences)
 
 
 def load_script(name: str):

@@ -345,6 +345,59 @@ def joined(passages: list[str], rng: random.Random) -> list[Example]:
     return out
 
 
+# What a reply adds to what it copies: statements its context does not make (our own
+# sentences, written for the partial-support failure: a copied fact with something more).
+_ADDED_CLAIMS = (
+    ", and it is still very popular today", ", which most people never notice",
+    ", and it has won several awards", ", and it happened again the following year",
+    ", which made it the first of its kind", ", and the same is true in most countries",
+    ", and everyone there agreed it was a good idea", ", which took about ten years",
+    ", and that is why it is so famous", ", and it was all paid for by the city",
+)  # fmt: skip
+_PERSONAL = (
+    "I have one at home and use it every day.", "I saw it myself last summer.",
+    "My brother does this every weekend.", "I love it, it is the best thing ever.",
+    "We tried it once and it was amazing.", "I have read everything about it.",
+    "It is my favourite, I think about it all the time.", "I used to work there.",
+)  # fmt: skip
+_OPENERS = ("Yes, ", "Oh yes, ", "Right, ", "Indeed, ", "Well, ", "Sure, ", "Ah, ")  # fmt: skip
+
+
+def additions(passages: list[str], rng: random.Random) -> list[Example]:
+    """A context sentence copied, then something added that the context does not state (a
+    clause, a second sentence from another passage, or a personal statement): hallucinated.
+    Beside them, the same kind of sentence copied after a conversational opener that states
+    nothing: supported. The context is the passage the sentence comes from."""
+    sentences = [
+        (passage, sentence)
+        for passage in passages
+        for sentence in re.split(r"(?<=[.!?])\s+", passage)
+        if 25 <= len(sentence) <= 200 and sentence[:1].isupper()
+    ]
+    out = []
+    for passage, sentence in sentences[: len(sentences) // 3]:
+        head = sentence.rstrip(".!?")
+        kind = rng.random()
+        if kind < 0.4:
+            opener = rng.choice(_OPENERS)
+            word = sentence.split()[0]
+            body = sentence[:1].lower() + sentence[1:] if word in _STARTERS else sentence
+            out.append(Example("hallucination", "synthetic/addition-ok", "no", opener + body,
+                               (passage,)))  # fmt: skip
+            continue
+        if kind < 0.65:
+            claim = head + rng.choice(_ADDED_CLAIMS) + "."
+        elif kind < 0.85:
+            other = rng.choice(sentences)[1]
+            if other in passage:
+                continue
+            claim = f"{head}. {other}"
+        else:
+            claim = f"{head}. {rng.choice(_PERSONAL)}"
+        out.append(Example("hallucination", "synthetic/addition", "yes", claim, (passage,)))
+    return out
+
+
 _NUMBER = re.compile(r"\b\d[\d,]*\b")
 _BE = re.compile(r"\b(is|are|was|were|has|have|can|will)\b")
 
@@ -693,6 +746,7 @@ HELD_OUT_SOURCE = {
 # draws exactly the rows it drew before. Training examples per prefix at --scale 1.
 ADDED = {
     "stormfront": {"toxicity": {"stormfront/hate": 60, "stormfront/no-hate": 60}},
+    "additions": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
 }  # fmt: skip
 
 
@@ -733,6 +787,9 @@ def collect(
     extra = []
     if "stormfront" in added or "stormfront/" in held_out:
         extra += stormfront(path("stormfront_labels"), path("stormfront_sentences"))
+    more = []  # from its own generator: the other sources' rows stay as they were
+    if "additions" in added:
+        more += additions(passages, random.Random(f"{SEED}:additions"))
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
@@ -742,7 +799,8 @@ def collect(
         "hallucination": windowed
         + begin_rows
         + wice(path("wice_dev"), count_tokens, rng)
-        + japanese_synthetic(1200, rng),
+        + japanese_synthetic(1200, rng)
+        + more,
     }
 
 
