@@ -368,6 +368,12 @@ def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match
     assert (task, name) == ("toxicity", "held-out sources")
     assert set(paired.differences) == {"word-list baseline"}  # the majority class is left out
     assert paired.ways["judge"].balanced_accuracy.value == 1.0
+    # against another run on the same rows: paired, exactly its score gap in every resample
+    other = tmp_path / "quality-other.json"
+    other.write_text(json.dumps({"sets": [{**entry, "scores": [0.2] * len(texts)}]}))
+    ((_, _, both),) = spread.rows_of(run, data, against=other)
+    gap = both.differences["quality-other"].balanced_accuracy
+    assert (gap.value, gap.low, gap.high) == (0.5, 0.5, 0.5)
     # the same run against rows in another order: shown without the lead
     entry["labels"] = labels[::-1]
     run.write_text(json.dumps({"sets": [entry]}))

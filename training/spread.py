@@ -7,7 +7,8 @@ on the same resampled rows, for each set whose regenerated rows carry the saved 
 groups in the same order (another set is shown without it).
 
     .venv/bin/python training/spread.py training/results/recipe3/quality-G-e2.json \
-        training/results/recipe3/quality-G-e2-seed7.json [--data training/data-G]
+        training/results/recipe3/quality-G-e2-seed7.json [--data training/data-G] \
+        [--against training/results/recipe4/quality-I-e2.json]
 
 Runs in localjudge's own virtual environment.
 """
@@ -25,9 +26,22 @@ from localjudge.quality.rows import read_rows
 FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
 
 
-def rows_of(path: Path, data: Path | None = None) -> list[tuple[str, str, object]]:
+def saved_sets(path: Path) -> dict[tuple[str, str], dict]:
+    return {
+        (e["task"], e["set"]): e
+        for e in json.loads(path.read_text())["sets"]
+        if e.get("way", "tuned") == "tuned"
+    }
+
+
+def rows_of(
+    path: Path, data: Path | None = None, against: Path | None = None
+) -> list[tuple[str, str, object]]:
     """(task, set, intervals) for every set an evaluate.py output holds: the judge's own,
-    and with `data` its lead over each baseline (None where the classes are not both there)."""
+    with `data` its lead over each baseline, and with `against` (another run's output) its
+    lead over that run's judge on the same rows (None where the classes are not both
+    there)."""
+    others = saved_sets(against) if against is not None else {}
     out = []
     for entry in json.loads(path.read_text())["sets"]:
         if entry.get("way", "tuned") != "tuned":
@@ -41,6 +55,10 @@ def rows_of(path: Path, data: Path | None = None) -> list[tuple[str, str, object
             ]
             if same:  # else that set is shown without its lead
                 ways += [(w.name, w.scores, w.predictions) for w in baselines(task, rows)[1:]]
+        other = others.get((task, entry["set"]))
+        if other and other["labels"] == labels and other["row_groups"] == entry["row_groups"]:
+            theirs = other["scores"]
+            ways.append((against.stem, theirs, [s >= 0.5 for s in theirs]))
         out.append((task, entry["set"], intervals(labels, ways)))
     return out
 
@@ -54,11 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, nargs="+", help="evaluate.py --out files")
     parser.add_argument("--data", type=Path, default=None, help="the rows the runs judged")
+    parser.add_argument(
+        "--against", type=Path, default=None, help="another run's output on the same rows"
+    )
     args = parser.parse_args(argv)
     print("| run | task | set | BAcc at 0.5 [95% interval] | AUROC [95% interval] | lead |")
     print("|---|---|---|---:|---:|---|")
     for path in args.results:
-        for task, name, spread in rows_of(path, args.data):
+        for task, name, spread in rows_of(path, args.data, args.against):
             if spread is None:
                 continue
             judge = spread.ways["judge"]
