@@ -27,11 +27,17 @@ FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
 
 
 def saved_sets(path: Path) -> dict[tuple[str, str], dict]:
+    """The tuned judge's sets of an evaluate.py output, by (task, set)."""
     return {
         (e["task"], e["set"]): e
         for e in json.loads(path.read_text())["sets"]
         if e.get("way", "tuned") == "tuned"
     }
+
+
+def same_rows(entry: dict, labels: list, groups: list) -> bool:
+    """Whether a saved set holds these labels and groups, in this order."""
+    return entry["labels"] == labels and entry["row_groups"] == groups
 
 
 def rows_of(
@@ -43,23 +49,17 @@ def rows_of(
     there)."""
     others = saved_sets(against) if against is not None else {}
     out = []
-    for entry in json.loads(path.read_text())["sets"]:
-        if entry.get("way", "tuned") != "tuned":
-            continue
-        task, scores, labels = entry["task"], entry["scores"], entry["labels"]
+    for (task, name), entry in saved_sets(path).items():
+        scores, labels = entry["scores"], entry["labels"]
         ways = [("judge", scores, [s >= 0.5 for s in scores])]
-        if data is not None and entry["set"] in FILES:
-            rows, _ = read_rows(data / f"{FILES[entry['set']]}_{task}.jsonl", task)
-            same = [r.label for r in rows] == labels and [r.group for r in rows] == entry[
-                "row_groups"
-            ]
-            if same:  # else that set is shown without its lead
+        if data is not None and name in FILES:
+            rows, _ = read_rows(data / f"{FILES[name]}_{task}.jsonl", task)
+            if same_rows(entry, [r.label for r in rows], [r.group for r in rows]):
                 ways += [(w.name, w.scores, w.predictions) for w in baselines(task, rows)[1:]]
-        other = others.get((task, entry["set"]))
-        if other and other["labels"] == labels and other["row_groups"] == entry["row_groups"]:
-            theirs = other["scores"]
-            ways.append((against.stem, theirs, [s >= 0.5 for s in theirs]))
-        out.append((task, entry["set"], intervals(labels, ways)))
+        other = others.get((task, name))
+        if other and same_rows(other, labels, entry["row_groups"]):
+            ways.append((against.stem, other["scores"], [s >= 0.5 for s in other["scores"]]))
+        out.append((task, name, intervals(labels, ways)))  # a set without a match: alone
     return out
 
 
