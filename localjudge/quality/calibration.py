@@ -6,7 +6,15 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from localjudge.quality.intervals import Interval, intervals
+import numpy as np
+
+from localjudge.quality.intervals import (
+    Interval,
+    balanced_accuracies,
+    draws,
+    interval,
+    rows_as_drawn,
+)
 from localjudge.quality.labelled import Agreement
 
 
@@ -65,6 +73,18 @@ class Calibration:
         return self.gain is not None and self.gain.low > 0
 
 
+def gain_interval(labels: list[bool], after: list[bool], before: list[bool]) -> Interval | None:
+    """Balanced accuracy of `after` minus that of `before`, with its 95% interval over
+    stratified bootstrap resamples of the rows (both on the same resampled rows); None
+    without both classes."""
+    gains = [balanced_accuracies(c, after) - balanced_accuracies(c, before) for c in draws(labels)]
+    if not gains:
+        return None
+    whole = rows_as_drawn(labels)
+    value = balanced_accuracies(whole, after)[0] - balanced_accuracies(whole, before)[0]
+    return interval(value, np.concatenate(gains))
+
+
 def calibrate(
     labels: list[bool],
     scores: list[float],
@@ -95,7 +115,6 @@ def calibrate(
         "balanced accuracy" if max_fpr is None else f"true-positive rate at FPR <= {max_fpr:g}"
     )
     default = [s >= 0.5 for s in scores]
-    spread = intervals(labels, [("after", scores, held_out), ("before", scores, default)])
     return Calibration(
         threshold=choose_threshold(labels, scores, max_fpr=max_fpr),
         folds=folds,
@@ -103,7 +122,7 @@ def calibrate(
         before=Agreement.of(labels, default, scores),
         after=Agreement.of(labels, held_out, scores),
         fold_thresholds=fold_thresholds,
-        gain=spread.differences["before"].balanced_accuracy if spread else None,
+        gain=gain_interval(labels, held_out, default),
     )
 
 
