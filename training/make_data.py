@@ -330,8 +330,7 @@ def joined(passages: list[str], rng: random.Random) -> list[Example]:
     for _ in range(len(sentences) // 2):
         first, second = rng.sample(sentences, 2)
         context = f"{first} {second}" if rng.random() < 0.5 else f"{second} {first}"
-        word = second.split()[0]
-        tail = second[:1].lower() + second[1:] if word in _STARTERS else second
+        tail = inside(second)
         glue = rng.choice((", and ", "; ", ", while "))
         head = first.rstrip(".!?")
         if rng.random() < 0.5:
@@ -379,11 +378,8 @@ def additions(passages: list[str], rng: random.Random) -> list[Example]:
         head = sentence.rstrip(".!?")
         kind = rng.random()
         if kind < 0.4:
-            opener = rng.choice(_OPENERS)
-            word = sentence.split()[0]
-            body = sentence[:1].lower() + sentence[1:] if word in _STARTERS else sentence
-            out.append(Example("hallucination", "synthetic/addition-ok", "no", opener + body,
-                               (passage,)))  # fmt: skip
+            claim = rng.choice(_OPENERS) + inside(sentence)
+            out.append(Example("hallucination", "synthetic/addition-ok", "no", claim, (passage,)))
             continue
         if kind < 0.65:
             claim = head + rng.choice(_ADDED_CLAIMS) + "."
@@ -433,6 +429,11 @@ _STARTERS = {  # sentence openers that are not names: lower-cased inside a joine
     "People", "Children", "Kids", "This", "That", "There", "It", "He", "She", "They", "We",
 }  # fmt: skip
 _COMMON = {"The", "This", "That", "These", "They", "There", "His", "Her", "Its", "She", "And"}
+
+
+def inside(sentence: str) -> str:
+    """A sentence as it reads after other words: its opener lower-cased unless a name."""
+    return sentence[:1].lower() + sentence[1:] if sentence.split()[0] in _STARTERS else sentence
 
 
 def english_synthetic(passages: list[str], rng: random.Random) -> list[Example]:
