@@ -16,6 +16,7 @@ from localjudge.quality.labelled import (
     auroc,
     expected_calibration_error,
     measure,
+    report_text,
     roc_curve,
 )
 from localjudge.quality.rows import read_rows
@@ -242,3 +243,86 @@ def test_item_rows_through_the_real_model(tmp_path):
     (report,) = json.loads(result.output)["reports"]
     assert report["level"] == "item" and report["rows"] + len(report["item_errors"]) == 3
     assert set(report["agreement"]) == {"toxicity scorer", "word baseline"}
+
+
+MUSEUM = ["The museum opens at 9. Tickets cost 12 euros."]
+STATEMENT_ROWS = [
+    {"context": MUSEUM, "claim": "The museum opens at 9. Tickets cost 12 euros.", "label": False},
+    {"context": MUSEUM, "claim": "The museum opens at 9. Entry is free.", "label": True},
+    {"context": MUSEUM, "claim": "Tickets cost 12 euros. The museum opens at 9.", "label": False},
+]
+
+
+def test_statements_judge_each_sentence_and_flag_the_row_when_any_is(tmp_path, tmp_home):
+    from localjudge.quality.labelled import statements_of
+
+    assert statements_of("It opens at 9. Entry is free.") == ["It opens at 9.", "Entry is free."]
+    assert statements_of("  ") == ["  "]  # nothing to split: the text is judged whole
+    rows, _ = read_rows(write_jsonl(tmp_path / "h.jsonl", STATEMENT_ROWS), "hallucination")
+    with FakeJudge(extracts_claims=False) as judge:  # supported: found word for word
+        whole = measure(judge, rows, "hallucination", source="h.jsonl", resamples=0)
+        split = measure(
+            judge, rows, "hallucination", source="h.jsonl", statements=True, resamples=0
+        )
+    # whole, the reordered third text is not found as one string; statement by statement
+    # each of its sentences is, and the second is flagged by its unsupported statement
+    assert whole.ways[0].predictions == [False, True, True]
+    assert split.ways[0].predictions == [False, True, False]
+    assert split.reasons[1].startswith('statement 2 of 2, "Entry is free.": ')
+    assert not whole.reasons[1].startswith("statement")
+    # the word rule in the same shape: "Entry is free." shares no word with the context
+    overlap = {w.name: w.predictions for w in split.ways}["word-overlap baseline"]
+    assert overlap == [False, True, False]
+    assert split.to_dict()["statements"] is True and whole.to_dict()["statements"] is False
+    assert "statement by statement" in report_text(split)
+    assert "statement by statement" not in report_text(whole)
+
+
+def test_a_row_whose_statement_fails_is_left_out_not_scored(tmp_path, tmp_home):
+    from localjudge.errors import GenerationError
+
+    rows, _ = read_rows(write_jsonl(tmp_path / "h.jsonl", STATEMENT_ROWS), "hallucination")
+    with FakeJudge() as judge:
+        answer = judge.generate_many
+
+        def failing(requests):  # the engine fails on one statement of the second row
+            outcomes = answer(requests)
+            return [
+                GenerationError("fake failure") if "Entry is free" in r.suffix else o
+                for r, o in zip(requests, outcomes, strict=True)
+            ]
+
+        judge.generate_many = failing
+        report = measure(
+            judge, rows, "hallucination", source="h.jsonl", statements=True, resamples=0
+        )
+    assert [r.number for r in report.rows] == [1, 3]
+    assert [(r.number, e) for r, e in report.judge_errors] == [(2, "GenerationError: fake failure")]
+
+
+def test_statements_refused_for_item_rows(tmp_path, tmp_home, monkeypatch):
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
+    items = write_jsonl(tmp_path / "items.jsonl", [{"output": "Hi. Bye.", "label": 0.5}])
+    result = CliRunner().invoke(
+        cli, ["quality", "--data", str(items), "--task", "toxicity", "--statements"]
+    )
+    assert result.exit_code == 2 and "--statements" in result.output
+
+
+@pytest.mark.real
+def test_statements_through_the_real_model(tmp_path):
+    data = write_jsonl(tmp_path / "h.jsonl", STATEMENT_ROWS)
+    result = CliRunner().invoke(
+        cli,
+        ["quality", "--data", str(data), "--task", "hallucination", "--statements", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    (report,) = json.loads(result.output)["reports"]
+    assert report["statements"] is True
+    assert report["rows"] + len(report["judge_errors"]) == 3
+    overlap = report["agreement"]["word-overlap baseline"]["confusion"]
+    assert overlap == {"tp": 1, "fp": 0, "tn": 2, "fn": 0}  # the rule in the same shape
+    for worst in report["worst"]:  # every row has two statements: the reason names one
+        row = STATEMENT_ROWS[worst["row"] - 1]
+        quoted = worst["reason"].split('"')[1]
+        assert worst["reason"].startswith("statement ") and quoted in row["claim"]

@@ -379,3 +379,33 @@ def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match
     run.write_text(json.dumps({"sets": [entry]}))
     ((_, _, alone),) = spread.rows_of(run, data)
     assert alone.differences == {} and set(alone.ways) == {"judge"}
+
+
+def test_spread_gives_the_baselines_the_shape_the_run_was_judged_in(tmp_path):
+    spread = load_script("spread")
+    context = ["The museum opens at 9. Tickets cost 12 euros."]
+    # whole, the first claim shares 8 of its 11 words with the context (not flagged); its
+    # second statement shares none (flagged)
+    claims = ["The museum opens at 9 and tickets cost 12 euros. Entry is free.", "It opens at 9."]
+    labels = [i % 2 == 0 for i in range(10)]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held-out-sources_hallucination.jsonl").write_text(
+        "".join(
+            json.dumps({"context": context, "claim": claims[i % 2], "label": y, "group": "g"})
+            + "\n"
+            for i, y in enumerate(labels)
+        )
+    )
+    leads = {}
+    for statements in (False, True):
+        entry = {
+            "way": "tuned", "task": "hallucination", "set": "held-out sources",
+            "statements": statements, "scores": [0.9 if y else 0.1 for y in labels],
+            "labels": labels, "row_groups": ["g"] * len(labels),
+        }  # fmt: skip
+        run = tmp_path / f"quality-{statements}.json"
+        run.write_text(json.dumps({"sets": [entry]}))
+        ((_, _, paired),) = spread.rows_of(run, data)
+        leads[statements] = paired.differences["word-overlap baseline"].balanced_accuracy.value
+    assert leads == {False: 0.5, True: 0.0}

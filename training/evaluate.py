@@ -55,21 +55,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-base", action="store_true", help="measure the tuned judge only")
     parser.add_argument("--no-dev", action="store_true", help="leave out the built-in dev sets")
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="judge each text statement by statement, as the scorers judge an output "
+        "(flagged when any statement is; the baselines in the same shape)",
+    )
     args = parser.parse_args(argv)
 
-    results: dict = {"adapter": str(args.adapter), "sets": []}
+    results: dict = {"adapter": str(args.adapter), "statements": args.statements, "sets": []}
     ways = (("base", None), ("tuned", args.adapter))[1 if args.no_base else 0 :]
     for way, adapter in ways:
         started = time.perf_counter()
         with Judge.load(args.model, adapter=adapter, adapter_scale=args.adapter_scale) as judge:
             judge.window_tokens = WINDOW_TOKENS  # long contexts judged in evidence windows
             for task, name, rows in sets(args.data, dev=not args.no_dev):
-                report = measure(judge, rows, task, source=name, reasons=False)
+                report = measure(
+                    judge, rows, task, source=name, reasons=False, statements=args.statements
+                )
                 entry = {
                     "way": way,
                     "judge": judge.name,
                     "task": task,
                     "set": name,
+                    "statements": args.statements,
                     "rows": len(report.rows),
                     "errors": len(report.judge_errors),
                     "agreement": {w: vars(a) for w, a in report.agreement().items()},

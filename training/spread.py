@@ -55,7 +55,11 @@ def rows_of(
         if data is not None and name in FILES:
             rows, _ = read_rows(data / f"{FILES[name]}_{task}.jsonl", task)
             if same_rows(entry, [r.label for r in rows], [r.group for r in rows]):
-                ways += [(w.name, w.scores, w.predictions) for w in baselines(task, rows)[1:]]
+                shape = entry.get("statements", False)  # the baselines in the judge's shape
+                ways += [
+                    (w.name, w.scores, w.predictions)
+                    for w in baselines(task, rows, statements=shape)[1:]
+                ]
         other = others.get((task, name))
         if other and same_rows(other, labels, entry["row_groups"]):
             ways.append((against.stem, other["scores"], [s >= 0.5 for s in other["scores"]]))

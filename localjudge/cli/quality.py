@@ -55,6 +55,13 @@ from localjudge.quality.intervals import RESAMPLES
     help="Decode each verdict's reason; --no-reasons stops after the verdict (same P(yes), faster).",
 )
 @click.option(
+    "--statements",
+    is_flag=True,
+    help="Judge each text statement by statement (its sentences, as the hallucination scorer "
+    "splits an output without the judge); a row is flagged when any statement is, and the "
+    "word rules are applied in the same shape.",
+)
+@click.option(
     "--resamples",
     type=click.IntRange(0, 100_000),
     default=RESAMPLES,
@@ -75,6 +82,7 @@ def quality(
     plot,
     html_path,
     reasons,
+    statements,
     resamples,
 ):
     """How well the judge agrees with labelled rows, beside trivial baselines on the same
@@ -98,6 +106,11 @@ def quality(
 
     if (plot or html_path) and isinstance(sources[0][2][0], ItemRow):
         raise click.UsageError("--plot and --html draw verdict rows; item rows report numbers only")
+    if statements and isinstance(sources[0][2][0], ItemRow):
+        raise click.UsageError(
+            "--statements splits verdict rows; item rows are scored by the scorer, which "
+            "splits each output itself"
+        )
     reports = []
     with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
         for name, resolved, rows, bad_rows, source in sources:
@@ -119,6 +132,7 @@ def quality(
                         threshold_source=origin,
                         reasons=reasons,
                         resamples=resamples,
+                        statements=statements,
                     )
                 )
             except DataError as error:

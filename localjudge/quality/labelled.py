@@ -25,6 +25,7 @@ from localjudge.scorers.task import LabelledRow, VerdictTask
 
 VERDICT_TOKENS = 64  # budget of one verdict (the reason is closed within it)
 Row = LabelledRow  # a verdict row
+STATEMENTS_SHAPE = "each text judged statement by statement (flagged when any is)"
 
 
 class DataError(LocalJudgeError):
@@ -123,10 +124,14 @@ def judge_rows(
     chunk: int = 256,
     progress: Callable[[int], None] | None = None,
     reasons: bool = True,
+    statements: bool = False,
 ) -> list[Verdict]:
     """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
     batches them); `progress(n)` after each chunk. A row judged in evidence windows takes
-    the verdict of the window that clears it most (the lowest P(flagged)). Reasons are the
+    the verdict of the window that clears it most (the lowest P(flagged)). With
+    `statements`, each statement of a row's text (`statements_of`, the hallucination
+    scorer's sentence extraction) is judged on its own and the row takes the verdict of its
+    most flagged statement: a text is flagged when any of its statements is. Reasons are the
     judge's own words where its free text can be trusted, else built from the verdict and
     its evidence, as the scorers build them; `reasons=False` stops each reply after its
     verdict (P(flagged) is the same; the reason is a placeholder), which is much faster."""
@@ -136,34 +141,52 @@ def judge_rows(
     verdicts: list[Verdict] = []
     for start in range(0, len(rows), chunk):
         part = rows[start : start + chunk]
+        texts = [statements_of(row.text) if statements else [row.text] for row in part]
         owners, windows, requests = [], [], []
         for n, row in enumerate(part):
-            for parts, window in prompts_of(judge, row, task):
-                owners.append(n)
-                windows.append(window)
-                requests.append(
-                    judge.prompt_request(
-                        parts, task.schema, VERDICT_TOKENS, reasons_for=reasons_for
+            for m, text in enumerate(texts[n]):
+                for parts, window in prompts_of(judge, replace(row, text=text), task):
+                    owners.append((n, m))
+                    windows.append(window)
+                    requests.append(
+                        judge.prompt_request(
+                            parts, task.schema, VERDICT_TOKENS, reasons_for=reasons_for
+                        )
                     )
-                )
-        outcomes: list[list] = [[] for _ in part]
-        for n, window, outcome in zip(owners, windows, judge.generate_many(requests), strict=True):
-            outcomes[n].append((outcome, window))
-        for mine in outcomes:
-            failed = next((o for o, _ in mine if isinstance(o, Exception)), None)
+        outcomes: list[list[list]] = [[[] for _ in mine] for mine in texts]
+        for (n, m), window, outcome in zip(
+            owners, windows, judge.generate_many(requests), strict=True
+        ):
+            outcomes[n][m].append((outcome, window))
+        for mine, said in zip(outcomes, texts, strict=True):
+            failed = next((o for each in mine for o, _ in each if isinstance(o, Exception)), None)
             if failed is not None:
                 verdicts.append(Verdict(None, error=f"{type(failed).__name__}: {failed}"))
                 continue
-            best, window = min(mine, key=lambda pair: task.p_flagged(pair[0]))
+            # each statement's deciding window, then the row's most flagged statement
+            decided = [min(each, key=lambda pair: task.p_flagged(pair[0])) for each in mine]
+            m = max(range(len(decided)), key=lambda i: task.p_flagged(decided[i][0]))
+            best, window = decided[m]
             p = task.p_flagged(best)
             if written or not reasons:
                 reason = str(best.value.get("reason", ""))
             else:
                 reason = task.reason(best.value, window.evidence(p) if window else None)
+            if len(said) > 1 and reasons:
+                reason = f'statement {m + 1} of {len(said)}, "{said[m]}": {reason}'
             verdicts.append(Verdict(p, reason=reason))
         if progress is not None:
             progress(len(part))
     return verdicts
+
+
+def statements_of(text: str) -> list[str]:
+    """The statements a text is judged in, statement by statement: its sentences, as the
+    hallucination scorer extracts them without the judge (`split_statements`); the whole
+    text when it has none."""
+    from localjudge.scorers.text import split_statements
+
+    return split_statements(text) or [text]
 
 
 # -- agreement -------------------------------------------------------------------------------
@@ -282,13 +305,20 @@ class Way:
     predictions: list[bool]
 
 
-def baselines(task: VerdictTask | str, rows: list[Row]) -> list[Way]:
-    """Trivial baselines on the same rows: the majority class, and the task's word rules."""
+def baselines(task: VerdictTask | str, rows: list[Row], *, statements: bool = False) -> list[Way]:
+    """Trivial baselines on the same rows: the majority class, and the task's word rules
+    (with `statements`, in the judge's shape: a rule flags a row when it flags any of the
+    row's statements)."""
     base_rate = sum(r.label for r in rows) / len(rows)
     majority = base_rate >= 0.5
     ways = [Way("majority class", [base_rate] * len(rows), [majority] * len(rows))]
     for baseline in as_task(task).baselines:
-        predicted = [baseline.flags(r.text, r.context) for r in rows]
+        predicted = [
+            any(baseline.flags(text, r.context) for text in statements_of(r.text))
+            if statements
+            else baseline.flags(r.text, r.context)
+            for r in rows
+        ]
         ways.append(Way(baseline.name, [float(p) for p in predicted], predicted))
     return ways
 
@@ -310,6 +340,7 @@ class QualityReport:
     reasons: list[str] = field(default_factory=list)  # the judge's reason per row
     flagged: str = "yes"  # the verdict a true label stands for
     resamples: int = RESAMPLES  # bootstrap resamples behind the intervals (0: none)
+    statements: bool = False  # each text judged statement by statement (`judge_rows`)
 
     @property
     def rows_per_second(self) -> float:
@@ -377,6 +408,7 @@ class QualityReport:
             "threshold": self.threshold,
             "flagged": self.flagged,
             "threshold_source": self.threshold_source,
+            "statements": self.statements,
             "bad_rows": [asdict(e) for e in self.bad_rows],
             "judge_errors": [{"row": r.number, "error": e} for r, e in self.judge_errors],
             "seconds": round(self.seconds, 3),
@@ -402,12 +434,17 @@ def measure(
     progress: Callable[[int], None] | None = None,
     reasons: bool = True,
     resamples: int = RESAMPLES,
+    statements: bool = False,
 ) -> QualityReport:
     """Judge every row and compare with the labels and the baselines on the same rows
-    (with `resamples` bootstrap resamples behind the intervals; 0 for none)."""
+    (with `resamples` bootstrap resamples behind the intervals; 0 for none). With
+    `statements`, each text is judged statement by statement, as the hallucination scorer
+    judges an output, and the baselines in the same shape (`judge_rows`, `baselines`)."""
     task = as_task(task)
     started = time.perf_counter()
-    verdicts = judge_rows(judge, rows, task, progress=progress, reasons=reasons)
+    verdicts = judge_rows(
+        judge, rows, task, progress=progress, reasons=reasons, statements=statements
+    )
     seconds = time.perf_counter() - started
     answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
     failed = [(r, v.error or "") for r, v in zip(rows, verdicts, strict=True) if v.p_yes is None]
@@ -421,7 +458,7 @@ def measure(
         source=source,
         model=judge.name,
         rows=kept,
-        ways=[judge_way, *baselines(task, kept)],
+        ways=[judge_way, *baselines(task, kept, statements=statements)],
         threshold=threshold,
         threshold_source=threshold_source,
         bad_rows=list(bad_rows or []),
@@ -430,6 +467,7 @@ def measure(
         reasons=[v.reason for _, v in answered],
         flagged=task.flagged,
         resamples=resamples,
+        statements=statements,
     )
 
 
@@ -490,7 +528,7 @@ def report_text(report: QualityReport) -> str:
         f"{report.task} on {report.source}: {len(report.rows)} rows judged by {report.model} "
         f"({report.rows_per_second:.1f} rows/s), {report.flagged} when P({report.flagged}) >= "
         f"{report.threshold:.2f} "
-        f"({report.threshold_source})"
+        f"({report.threshold_source})" + (f", {STATEMENTS_SHAPE}" if report.statements else "")
     ]
     lines += left_out_lines(
         report.bad_rows,

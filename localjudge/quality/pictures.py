@@ -10,7 +10,7 @@ import io
 from pathlib import Path
 
 from localjudge.errors import LocalJudgeError
-from localjudge.quality.labelled import QualityReport, reliability, roc_curve
+from localjudge.quality.labelled import STATEMENTS_SHAPE, QualityReport, reliability, roc_curve
 
 JUDGE_COLOUR = "#1f77b4"  # the judge's lines; the browser test looks for this colour
 BASELINE_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd")
@@ -111,12 +111,13 @@ def page(reports: list[QualityReport]) -> str:
         f"src='data:image/png;base64,{picture}'>",
     ]
     for report in reports:
+        shape = f"; {STATEMENTS_SHAPE}" if report.statements else ""
         parts.append(
             f"<h2>{html.escape(report.task)} on {html.escape(report.source)}</h2>"
             f"<p>{len(report.rows)} rows judged by <b>{html.escape(report.model)}</b> at "
             f"{report.rows_per_second:.1f} rows/s; verdict yes when P(yes) &ge; "
-            f"{report.threshold:.2f}. Unreadable rows left out: {len(report.bad_rows)}; rows "
-            f"the judge could not answer: {len(report.judge_errors)}.</p>"
+            f"{report.threshold:.2f}{shape}. Unreadable rows left out: {len(report.bad_rows)}; "
+            f"rows the judge could not answer: {len(report.judge_errors)}.</p>"
         )
         parts.append(
             "<table><tr><th>way</th><th>accuracy</th><th>balanced accuracy</th><th>F1</th>"
