@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 
 import pytest
@@ -276,6 +277,11 @@ def test_statements_judge_each_sentence_and_flag_the_row_when_any_is(tmp_path, t
     assert split.to_dict()["statements"] is True and whole.to_dict()["statements"] is False
     assert "statement by statement" in report_text(split)
     assert "statement by statement" not in report_text(whole)
+    if importlib.util.find_spec("matplotlib") is not None:  # the page says so too
+        from localjudge.quality.pictures import page
+
+        assert "statement by statement" in page([split])
+        assert "statement by statement" not in page([whole])
 
 
 def test_a_row_whose_statement_fails_is_left_out_not_scored(tmp_path, tmp_home):
