@@ -139,6 +139,34 @@ def test_calibrate_command_stores_and_quality_uses_it(tmp_path, tmp_home, monkey
     assert refused.exit_code == 1 and "both labels" in refused.output
 
 
+def test_calibrate_statement_by_statement(tmp_path, tmp_home, monkeypatch):
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")  # supported: found word for word
+    context = ["The museum opens at 9. Tickets cost 12 euros."]
+    reordered = "Tickets cost 12 euros. The museum opens at 9."  # supported, label false
+    rows = [
+        {"context": context, "claim": reordered, "label": False}
+        if i % 2
+        else {
+            "context": context,
+            "claim": f"The museum opens at 9. Free on day {i}.",
+            "label": True,
+        }
+        for i in range(20)
+    ]
+    data = tmp_path / "answers.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    args = ["calibrate", "--data", str(data), "--task", "hallucination", "--dry-run", "--json"]
+    # whole, the reordered answer is not found as one string: no threshold separates them
+    whole = json.loads(CliRunner().invoke(cli, args).output)
+    assert whole["after"]["balanced_accuracy"] == 0.5
+    split = CliRunner().invoke(cli, [*args, "--statements"])
+    assert split.exit_code == 0, split.output
+    out = json.loads(split.output)
+    assert out["after"]["balanced_accuracy"] == 1.0 and out["rows"] == 20
+    assert "statement by statement" in out["source"]
+    assert "statement by statement" not in whole["source"]
+
+
 @pytest.mark.real
 def test_calibrate_on_the_real_model(tmp_path):
     from localjudge.quality.devsets import load_devset

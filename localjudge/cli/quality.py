@@ -204,10 +204,27 @@ def _threshold(judge, task, given: float | None) -> tuple[float, str]:
     help="Keep the false-positive rate within this; maximise the true-positive rate.",
 )
 @click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 50))
+@click.option(
+    "--statements",
+    is_flag=True,
+    help="Judge each text statement by statement, as the scorers judge an output (labels "
+    "given to whole answers): a row is flagged when any statement is.",
+)
 @click.option("--dry-run", is_flag=True, help="Report, but store nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def calibrate(
-    model, gpu_layers, n_ctx, threads, slots, data, task, max_fpr, folds, dry_run, as_json
+    model,
+    gpu_layers,
+    n_ctx,
+    threads,
+    slots,
+    data,
+    task,
+    max_fpr,
+    folds,
+    statements,
+    dry_run,
+    as_json,
 ):
     """Choose the judge's P(yes) threshold on labelled rows (maximising balanced accuracy,
     or with --max-fpr the true-positive rate within that false-positive rate), with
@@ -226,7 +243,7 @@ def calibrate(
         with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
             run = calibrate_rows(
                 judge, rows, task, source=Path(data).name, unreadable=len(bad_rows),
-                folds=folds, max_fpr=max_fpr,
+                folds=folds, max_fpr=max_fpr, statements=statements,
             )  # fmt: skip
             meaningful = judge.meaningful
     except DataError as error:

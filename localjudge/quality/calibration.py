@@ -15,7 +15,7 @@ from localjudge.quality.intervals import (
     interval,
     rows_as_drawn,
 )
-from localjudge.quality.labelled import Agreement
+from localjudge.quality.labelled import STATEMENTS_SHAPE, Agreement
 
 
 def _rates(labels: list[bool], predictions: list[bool]) -> tuple[float, float]:
@@ -139,6 +139,7 @@ class CalibrationRun:
     rows: int  # rows the judge answered
     unreadable: int
     judge_errors: int
+    statements: bool = False  # each text judged statement by statement (`judge_rows`)
 
     def record(self, date: str) -> dict:
         """What the registry stores for this model and prompt version."""
@@ -146,7 +147,7 @@ class CalibrationRun:
         return {
             "threshold": round(result.threshold, 6),
             "source": f"calibrate {self.source}: {self.rows} rows, {result.folds}-fold, "
-            f"{result.objective}",
+            f"{result.objective}" + (f", {STATEMENTS_SHAPE}" if self.statements else ""),
             "date": date,
             "rows": self.rows,
             "heldout_balanced_accuracy": {
@@ -176,7 +177,7 @@ class CalibrationRun:
         lines = [
             f"{self.task}: {self.rows} rows judged by {self.model} ({self.unreadable} unreadable, "
             f"{self.judge_errors} the judge could not answer); {result.folds}-fold, "
-            f"{result.objective}",
+            f"{result.objective}" + (f"; {STATEMENTS_SHAPE}" if self.statements else ""),
             f"  {'held out':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6}",
         ]
         for label, a in (
@@ -210,16 +211,19 @@ class CalibrationRun:
 
 def calibrate_rows(
     judge, rows: list, task, *, source: str, unreadable: int = 0, folds: int = 5,
-    max_fpr: float | None = None,
+    max_fpr: float | None = None, statements: bool = False,
 ) -> CalibrationRun:  # fmt: skip
     """Judge labelled verdict rows and choose the threshold on them; DataError when they
-    are item rows, or the judge answered too few rows of both labels."""
+    are item rows, or the judge answered too few rows of both labels. With `statements`,
+    each text is judged statement by statement and a row takes its most flagged statement's
+    P(yes) (`judge_rows`): a row is then flagged at a threshold exactly when one of its
+    statements is, which is how the scorers use the threshold on an output."""
     from localjudge.quality.labelled import DataError, Row, as_task, judge_rows
 
     task = as_task(task)
     if not all(isinstance(row, Row) for row in rows):
         raise DataError("calibrate needs verdict rows (a label per claim or text)")
-    verdicts = judge_rows(judge, rows, task)
+    verdicts = judge_rows(judge, rows, task, statements=statements)
     answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
     labels = [r.label for r, _ in answered]
     if len(answered) < 4 or all(labels) or not any(labels):
@@ -237,4 +241,5 @@ def calibrate_rows(
         rows=len(answered),
         unreadable=unreadable,
         judge_errors=len(rows) - len(answered),
+        statements=statements,
     )
