@@ -337,6 +337,27 @@ def test_additions_copy_a_context_sentence_and_add_what_it_does_not_say(make_dat
             assert e.label == "no" and opener + ", " in make_data._OPENERS
             assert any(body.lower().rstrip(".") == s.lower() for s in sentences)
 
+    # in the scorers' shape: the same draws, an added sentence on its own
+    split = make_data.additions(passages, random.Random(5), split=True)
+    assert len(split) == len(examples)
+    alone = 0
+    for whole, part in zip(examples, split, strict=True):
+        assert (part.source, part.label, part.context) == (whole.source, whole.label, whole.context)
+        if part.text != whole.text:  # a second sentence: now the claim by itself
+            alone += 1
+            assert whole.text.endswith(". " + part.text) and part.text not in part.context[0]
+            assert len(re.split(r"(?<=[.!?])\s+", part.text)) == 1
+    assert 0 < alone < len([e for e in examples if e.label == "yes"])  # clauses stay whole
+
+
+def test_additions_come_in_one_shape(make_data):
+    with pytest.raises(argparse.ArgumentTypeError, match="one or the other"):
+        make_data.added_sources("additions,additions-split")
+    assert make_data.added_sources("stormfront,additions-split") == [
+        "stormfront",
+        "additions-split",
+    ]
+
 
 def load_script(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "training" / f"{name}.py")

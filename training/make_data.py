@@ -362,11 +362,13 @@ _PERSONAL = (
 _OPENERS = ("Yes, ", "Oh yes, ", "Right, ", "Indeed, ", "Well, ", "Sure, ", "Ah, ")  # fmt: skip
 
 
-def additions(passages: list[str], rng: random.Random) -> list[Example]:
+def additions(passages: list[str], rng: random.Random, split: bool = False) -> list[Example]:
     """A context sentence copied, then something added that the context does not state (a
     clause, a second sentence from another passage, or a personal statement): hallucinated.
     Beside them, the same kind of sentence copied after a conversational opener that states
-    nothing: supported. The context is the passage the sentence comes from."""
+    nothing: supported. The context is the passage the sentence comes from. With `split`,
+    in the scorers' shape (they judge an output sentence by sentence): an added sentence is
+    the claim on its own, the same draws otherwise."""
     sentences = [
         (passage, sentence)
         for passage in passages
@@ -387,9 +389,10 @@ def additions(passages: list[str], rng: random.Random) -> list[Example]:
             other = rng.choice(sentences)[1]
             if other in passage:
                 continue
-            claim = f"{head}. {other}"
+            claim = other if split else f"{head}. {other}"
         else:
-            claim = f"{head}. {rng.choice(_PERSONAL)}"
+            personal = rng.choice(_PERSONAL)
+            claim = personal if split else f"{head}. {personal}"
         out.append(Example("hallucination", "synthetic/addition", "yes", claim, (passage,)))
     return out
 
@@ -748,6 +751,7 @@ HELD_OUT_SOURCE = {
 ADDED = {
     "stormfront": {"toxicity": {"stormfront/hate": 60, "stormfront/no-hate": 60}},
     "additions": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
+    "additions-split": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
 }  # fmt: skip
 
 
@@ -791,6 +795,8 @@ def collect(
     more = []  # from its own generator: the other sources' rows stay as they were
     if "additions" in added:
         more += additions(passages, random.Random(f"{SEED}:additions"))
+    if "additions-split" in added:  # the same draws, an added sentence judged on its own
+        more += additions(passages, random.Random(f"{SEED}:additions"), split=True)
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
@@ -895,6 +901,8 @@ def added_sources(value: str) -> list[str]:
     for name in names:
         if name not in ADDED:
             raise argparse.ArgumentTypeError(f"unknown source {name!r}: one of {', '.join(ADDED)}")
+    if {"additions", "additions-split"} <= set(names):  # one shape of the same rows
+        raise argparse.ArgumentTypeError("additions and additions-split are one or the other")
     return names
 
 
