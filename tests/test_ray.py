@@ -122,7 +122,8 @@ def test_an_actor_killed_mid_run_loses_and_duplicates_nothing(cluster, tmp_path)
     def kill_one_actor() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
-            if out.exists() and len(records(out)) >= 5:
+            # lines the run has finished writing (the last one may be mid-write)
+            if out.exists() and out.read_bytes().count(b"\n") >= 5:
                 for process in psutil.process_iter(["cmdline"]):
                     if "MapWorker" in " ".join(process.info["cmdline"] or []):
                         os.kill(process.pid, signal.SIGKILL)
