@@ -13,6 +13,15 @@ from localjudge.cli.options import BASE_MODEL_WARNING, engine_options, load_judg
 from localjudge.errors import LocalJudgeError
 from localjudge.quality.intervals import RESAMPLES
 
+# quality and calibrate: judge each row's text as the scorers judge an output
+statements_option = click.option(
+    "--statements",
+    is_flag=True,
+    help="Judge each text statement by statement (its sentences, as the scorers split an "
+    "output without the judge), for labels given to whole answers: a row is flagged when "
+    "any statement is, and quality applies the word rules in the same shape.",
+)
+
 
 @cli.command()
 @engine_options(slots=True)
@@ -54,13 +63,7 @@ from localjudge.quality.intervals import RESAMPLES
     show_default=True,
     help="Decode each verdict's reason; --no-reasons stops after the verdict (same P(yes), faster).",
 )
-@click.option(
-    "--statements",
-    is_flag=True,
-    help="Judge each text statement by statement (its sentences, as the hallucination scorer "
-    "splits an output without the judge); a row is flagged when any statement is, and the "
-    "word rules are applied in the same shape.",
-)
+@statements_option
 @click.option(
     "--resamples",
     type=click.IntRange(0, 100_000),
@@ -204,28 +207,13 @@ def _threshold(judge, task, given: float | None) -> tuple[float, str]:
     help="Keep the false-positive rate within this; maximise the true-positive rate.",
 )
 @click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 50))
-@click.option(
-    "--statements",
-    is_flag=True,
-    help="Judge each text statement by statement, as the scorers judge an output (labels "
-    "given to whole answers): a row is flagged when any statement is.",
-)
+@statements_option
 @click.option("--dry-run", is_flag=True, help="Report, but store nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def calibrate(
-    model,
-    gpu_layers,
-    n_ctx,
-    threads,
-    slots,
-    data,
-    task,
-    max_fpr,
-    folds,
-    statements,
-    dry_run,
+    model, gpu_layers, n_ctx, threads, slots, data, task, max_fpr, folds, statements, dry_run,
     as_json,
-):
+):  # fmt: skip
     """Choose the judge's P(yes) threshold on labelled rows (maximising balanced accuracy,
     or with --max-fpr the true-positive rate within that false-positive rate), with
     cross-validation for honest before/after figures, and store it with the model for

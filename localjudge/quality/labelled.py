@@ -22,6 +22,7 @@ from localjudge.errors import LocalJudgeError
 from localjudge.quality.devsets import load_devset
 from localjudge.quality.intervals import RESAMPLES, Intervals, intervals
 from localjudge.scorers.task import LabelledRow, VerdictTask
+from localjudge.scorers.text import split_statements
 
 VERDICT_TOKENS = 64  # budget of one verdict (the reason is closed within it)
 Row = LabelledRow  # a verdict row
@@ -184,8 +185,6 @@ def statements_of(text: str) -> list[str]:
     """The statements a text is judged in, statement by statement: its sentences, as the
     hallucination scorer extracts them without the judge (`split_statements`); the whole
     text when it has none."""
-    from localjudge.scorers.text import split_statements
-
     return split_statements(text) or [text]
 
 
