@@ -66,8 +66,8 @@ test-fast: install
 	$(PY) -m pytest -q -m "not real and not wheel and not browser"
 
 lint: install
-	$(PY) -m ruff check localjudge tests
-	$(PY) -m ruff format --check localjudge tests
+	$(PY) -m ruff check localjudge tests training
+	$(PY) -m ruff format --check localjudge tests training
 
 format: install
 	$(PY) -m ruff format localjudge tests

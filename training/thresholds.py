@@ -53,7 +53,9 @@ def main(paths: list[str]) -> int:
         cut = choose_threshold([r[1] for r in pooled], [r[0] for r in pooled])
         shipped[VERSION[task]] = round(cut, 4)
         print(f"\n{task}: threshold fitted on every held-out source: {cut:.4f}")
-        print("| source | rows | BAcc at 0.5 | BAcc at a threshold fitted on the other folds (value) | AUROC |")
+        print(
+            "| source | rows | BAcc at 0.5 | BAcc at a threshold fitted on the other folds (value) | AUROC |"
+        )
         print("|---|---:|---:|---:|---:|")
         for n, rows in enumerate(per_fold):
             others = [row for m, rs in enumerate(per_fold) if m != n for row in rs]
