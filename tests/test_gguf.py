@@ -68,3 +68,45 @@ def test_huge_declared_counts_fail_fast(tmp_path):
     path.write_bytes(body + b"\0" * 16)
     with pytest.raises(ModelError, match="truncated"):
         read_gguf_header(path)
+
+
+def _token_list_gguf(path, tokens: list[bytes]):
+    """A GGUF whose metadata is a long token list (an array of strings) and then a scalar."""
+    import struct
+
+    def string(data: bytes) -> bytes:
+        return struct.pack("<Q", len(data)) + data
+
+    body = b"GGUF" + struct.pack("<I", 3) + struct.pack("<Q", 1) + struct.pack("<Q", 2)
+    body += string(b"tokenizer.ggml.tokens") + struct.pack("<I", 9)
+    body += struct.pack("<I", 8) + struct.pack("<Q", len(tokens))
+    body += b"".join(string(token) for token in tokens)
+    body += string(b"llama.context_length") + struct.pack("<I", 4) + struct.pack("<I", 4096)
+    path.write_bytes(body + b"\0" * 64)
+    return path
+
+
+def test_a_long_token_list_is_stepped_over_and_the_keys_after_it_read(tmp_path):
+    tokens = [f"tok{n}".encode() * (n % 7) for n in range(1000)]  # empty ones too
+    path = _token_list_gguf(tmp_path / "tokens.gguf", tokens)
+    header = read_gguf_header(path)
+    assert header.metadata["tokenizer.ggml.tokens"] is None  # long arrays are not kept
+    assert header.metadata["llama.context_length"] == 4096
+    whole = path.read_bytes()
+    middle = whole.index(b"tok500")
+    for cut in (middle, middle + 3, len(whole) - 80):  # inside the list, and in the key after it
+        (tmp_path / "cut.gguf").write_bytes(whole[:cut])
+        with pytest.raises(ModelError, match="truncated"):
+            read_gguf_header(tmp_path / "cut.gguf")
+
+
+def test_a_token_whose_length_runs_past_the_file_is_truncated(tmp_path):
+    import struct
+
+    path = _token_list_gguf(tmp_path / "tokens.gguf", [b"a"] * 100)
+    whole = bytearray(path.read_bytes())
+    first = whole.index(b"a") - 8  # the first token's length
+    whole[first : first + 8] = struct.pack("<Q", 2**40)
+    path.write_bytes(bytes(whole))
+    with pytest.raises(ModelError, match="truncated"):
+        read_gguf_header(path)

@@ -29,6 +29,7 @@ _SCALARS = {
     12: "<d",
 }
 _STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")  # a string's length
 _MAX_ARRAY_KEEP = 16  # arrays (token lists) are skipped over; only short ones are kept
 _MAX_NESTING = 4  # arrays of arrays deeper than this are not a real model's metadata
 
@@ -92,6 +93,20 @@ class _Reader:
         length = self.scalar("<Q")
         return self.take(length).decode("utf-8", errors="replace")
 
+    def skip_strings(self, count: int) -> None:
+        """Step over `count` strings without decoding them: a vocabulary's token and merge
+        lists are hundreds of thousands of strings, and decoding each cost half a second
+        on every model load."""
+        data, offset, end = self.data, self.offset, len(self.data)
+        length_at = _U64.unpack_from
+        for _ in range(count):
+            if offset + 8 > end:
+                raise ModelError(f"{self.path}: truncated GGUF file (header ends early)")
+            offset += 8 + length_at(data, offset)[0]
+        if offset > end:
+            raise ModelError(f"{self.path}: truncated GGUF file (header ends early)")
+        self.offset = offset
+
     def value(self, kind: int, depth: int = 0):
         if kind in _SCALARS:
             return self.scalar(_SCALARS[kind])
@@ -105,6 +120,9 @@ class _Reader:
                 raise ModelError(f"{self.path}: truncated GGUF file (header ends early)")
             if item_kind in _SCALARS and count > _MAX_ARRAY_KEEP:
                 self.take(struct.calcsize(_SCALARS[item_kind]) * count)
+                return None
+            if item_kind == _STRING and count > _MAX_ARRAY_KEEP:
+                self.skip_strings(count)
                 return None
             items = [self.value(item_kind, depth + 1) for _ in range(count)]
             return items if count <= _MAX_ARRAY_KEEP else None
