@@ -12,7 +12,10 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from localjudge.quality.labelled import Row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -430,3 +433,47 @@ def test_spread_gives_the_baselines_the_shape_the_run_was_judged_in(tmp_path):
         ((_, _, paired),) = spread.rows_of(run, data)
         leads[statements] = paired.differences["word-overlap baseline"].balanced_accuracy.value
     assert leads == {False: 0.5, True: 0.0}
+
+
+def test_combine_fits_on_the_trained_split_and_applies_the_weights_unchanged(tmp_path, capsys):
+    combine = load_script("combine")
+    context = ["The museum opens at 9. Tickets cost 12 euros."]
+    assert (
+        combine.missing_share(Row(1, True, "It opens at 9. Entry is free.", tuple(context))) == 1.0
+    )
+    assert combine.missing_share(Row(2, False, "The museum opens at 9.", tuple(context))) == 0.0
+    # weights recovered from labels drawn by known ones (bias -1, logit 2, missing share 3)
+    rng = np.random.default_rng(0)
+    x = np.column_stack([np.ones(4000), rng.normal(size=4000), rng.random(4000)])
+    y = rng.random(4000) < 1 / (1 + np.exp(-(x @ [-1.0, 2.0, 3.0])))
+    assert np.allclose(combine.fit(x, y.astype(float)), [-1.0, 2.0, 3.0], atol=0.3)
+    # a run whose trained split says "missing words mean hallucinated" and whose judge says
+    # nothing: the combination learns the words, and applies them to the held-out source
+    claims = ["The museum opens at 9.", "Entry is free on Sundays."]
+    data = tmp_path / "data"
+    data.mkdir()
+    labels = [i % 2 == 1 for i in range(20)]
+    for name in ("heldout", "held-out-sources"):
+        (data / f"{name}_hallucination.jsonl").write_text(
+            "".join(
+                json.dumps({"context": context, "claim": claims[i % 2], "label": y, "group": "g"})
+                + "\n"
+                for i, y in enumerate(labels)
+            )
+        )
+    sets = [
+        {"way": "tuned", "task": "hallucination", "set": name, "statements": True,
+         "scores": [0.3] * 20, "labels": labels}
+        for name in ("held-out", "held-out sources")
+    ]  # fmt: skip
+    run = tmp_path / "quality-run.json"
+    run.write_text(json.dumps({"sets": sets}))
+    assert combine.main([str(run), "--data", str(data)]) == 0
+    table = capsys.readouterr().out
+    assert "| held-out sources | 20 | combination | 1.000 [1.000, 1.000] |" in table
+    assert "| held-out sources | 20 | judge | 0.500 [0.500, 0.500] |" in table
+    # rows that are not the run's are refused
+    sets[1]["labels"] = labels[::-1]
+    run.write_text(json.dumps({"sets": sets}))
+    with pytest.raises(SystemExit, match="not the run's"):
+        combine.main([str(run), "--data", str(data)])

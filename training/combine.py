@@ -1,0 +1,110 @@
+"""Does the judge's P(yes), combined with how many of a text's words its context lacks,
+carry to a source neither was fitted on? A two-feature logistic regression (the logit of the
+judge's P(yes) for the row; the largest share of a statement's words missing from the
+context, statement by statement) fitted by maximum likelihood on a run's held-out split of
+its trained sources, then applied at 0.5, unchanged, to its held-out sources. Prints the
+weights and, for both sets, the combination beside the judge alone and the word rules with
+95% intervals (localjudge's stratified bootstrap), paired on the same rows.
+
+    .venv/bin/python training/combine.py training/results/recipe6/quality-J-e2-statements.json \
+        --data training/data-J
+
+`--data`: the folder the run was evaluated on (make_data.py regenerates it); its rows must
+carry the saved labels in the saved order. Hallucination only (the feature is about a
+context). Runs in localjudge's own virtual environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from localjudge.quality.intervals import intervals
+from localjudge.quality.labelled import Row, baselines, statements_of
+from localjudge.quality.rows import read_rows
+from localjudge.scorers.baselines import _units
+
+TASK = "hallucination"
+FILES = {"held-out": "heldout", "held-out sources": "held-out-sources"}
+
+
+def missing_share(row: Row) -> float:
+    """The largest share of one statement's words that its context does not hold."""
+    context = _units(" ".join(row.context))
+    shares = [1 - len(u & context) / len(u) for s in statements_of(row.text) if (u := _units(s))]
+    return max(shares, default=0.0)
+
+
+def features(scores: list[float], rows: list[Row]) -> np.ndarray:
+    p = np.clip(np.asarray(scores, dtype=float), 1e-4, 1 - 1e-4)
+    return np.column_stack([np.ones(len(p)), np.log(p / (1 - p)), [missing_share(r) for r in rows]])
+
+
+def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Maximum-likelihood logistic regression weights (Newton's method)."""
+    w = np.zeros(x.shape[1])
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-x @ w))
+        hessian = x.T @ (x * (p * (1 - p))[:, None]) + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hessian, x.T @ (y - p))
+        w += step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def saved(path: Path, name: str) -> dict:
+    for entry in json.loads(path.read_text())["sets"]:
+        if entry.get("way", "tuned") == "tuned" and (entry["task"], entry["set"]) == (TASK, name):
+            return entry
+    raise SystemExit(f"{path}: no {TASK} set named {name!r}")
+
+
+def rows_for(data: Path, name: str, entry: dict) -> list[Row]:
+    rows, _ = read_rows(data / f"{FILES[name]}_{TASK}.jsonl", TASK)
+    if [r.label for r in rows] != entry["labels"]:
+        raise SystemExit(f"{data}: the {name} rows are not the run's (regenerate them)")
+    return rows
+
+
+def cell(i: dict, signed: bool = False) -> str:
+    form = "+.3f" if signed else ".3f"
+    return f"{i['value']:{form}} [{i['low']:{form}}, {i['high']:{form}}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="an evaluate.py output")
+    parser.add_argument("--data", type=Path, required=True)
+    args = parser.parse_args(argv)
+    train = saved(args.run, "held-out")
+    x = features(train["scores"], rows_for(args.data, "held-out", train))
+    w = fit(x, np.asarray(train["labels"], dtype=float))
+    print(f"{args.run.name}: weights (bias, logit P(yes), missing share) = {np.round(w, 3)}")
+    print("| set | rows | way | BAcc at 0.5 | AUROC | combination minus it, BAcc |")
+    print("|---|---:|---|---:|---:|---:|")
+    for name in FILES:
+        entry = saved(args.run, name)
+        rows = rows_for(args.data, name, entry)
+        combined = 1 / (1 + np.exp(-features(entry["scores"], rows) @ w))
+        ways = [("combination", list(combined), list(combined >= 0.5))]
+        ways.append(("judge", entry["scores"], [s >= 0.5 for s in entry["scores"]]))
+        shape = entry.get("statements", False)
+        ways += [
+            (b.name, b.scores, b.predictions) for b in baselines(TASK, rows, statements=shape)[1:]
+        ]
+        found = intervals(entry["labels"], ways).to_dict()
+        for way, i in found["ways"].items():
+            lead = found["judge_minus"].get(way)
+            print(
+                f"| {name} | {len(rows)} | {way} | {cell(i['balanced_accuracy'])} | "
+                f"{i['auroc']['value']:.3f} | {cell(lead['balanced_accuracy'], True) if lead else ''} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
