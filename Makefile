@@ -70,8 +70,8 @@ lint: install
 	$(PY) -m ruff format --check localjudge tests training
 
 format: install
-	$(PY) -m ruff format localjudge tests
-	$(PY) -m ruff check --fix localjudge tests
+	$(PY) -m ruff format localjudge tests training
+	$(PY) -m ruff check --fix localjudge tests training
 
 bench: install
 	$(PY) -m localjudge bench

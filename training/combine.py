@@ -25,17 +25,17 @@ import numpy as np
 from localjudge.quality.intervals import intervals
 from localjudge.quality.labelled import Row, baselines, statements_of
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.baselines import _units
+from localjudge.scorers.baselines import word_share
 
 TASK = "hallucination"
 FILES = {"held-out": "heldout", "held-out sources": "held-out-sources"}
 
 
 def missing_share(row: Row) -> float:
-    """The largest share of one statement's words that its context does not hold."""
-    context = _units(" ".join(row.context))
-    shares = [1 - len(u & context) / len(u) for s in statements_of(row.text) if (u := _units(s))]
-    return max(shares, default=0.0)
+    """The largest share of one statement's words that its context does not hold (the
+    word-overlap rule's share, graded)."""
+    shares = [word_share(s, row.context) for s in statements_of(row.text)]
+    return max((1 - share for share in shares if share is not None), default=0.0)
 
 
 def features(scores: list[float], rows: list[Row]) -> np.ndarray:
@@ -70,9 +70,9 @@ def rows_for(data: Path, name: str, entry: dict) -> list[Row]:
     return rows
 
 
-def cell(i: dict, signed: bool = False) -> str:
+def cell(i, signed: bool = False) -> str:
     form = "+.3f" if signed else ".3f"
-    return f"{i['value']:{form}} [{i['low']:{form}}, {i['high']:{form}}]"
+    return f"{i.value:{form}} [{i.low:{form}}, {i.high:{form}}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,12 +96,12 @@ def main(argv: list[str] | None = None) -> int:
         ways += [
             (b.name, b.scores, b.predictions) for b in baselines(TASK, rows, statements=shape)[1:]
         ]
-        found = intervals(entry["labels"], ways).to_dict()
-        for way, i in found["ways"].items():
-            lead = found["judge_minus"].get(way)
+        found = intervals(entry["labels"], ways)
+        for way, i in found.ways.items():
+            lead = found.differences.get(way)
             print(
-                f"| {name} | {len(rows)} | {way} | {cell(i['balanced_accuracy'])} | "
-                f"{i['auroc']['value']:.3f} | {cell(lead['balanced_accuracy'], True) if lead else ''} |"
+                f"| {name} | {len(rows)} | {way} | {cell(i.balanced_accuracy)} | "
+                f"{i.auroc.value:.3f} | {cell(lead.balanced_accuracy, True) if lead else ''} |"
             )
     return 0
 

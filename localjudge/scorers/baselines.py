@@ -18,13 +18,19 @@ def _units(text: str) -> set[str]:
     return units
 
 
-def overlap_verdict(claim: str, context: Sequence[str], threshold: float = 0.7) -> str:
-    """Baseline: "no" (supported) when most of the claim's words appear in the context."""
+def word_share(claim: str, context: Sequence[str]) -> float | None:
+    """The share of the claim's words (and numbers, CJK bigrams) that appear in the context;
+    None when the claim has none."""
     claim_units = _units(claim)
     if not claim_units:
-        return "no"
-    shared = claim_units & _units(" ".join(context))
-    return "no" if len(shared) / len(claim_units) >= threshold else "yes"
+        return None
+    return len(claim_units & _units(" ".join(context))) / len(claim_units)
+
+
+def overlap_verdict(claim: str, context: Sequence[str], threshold: float = 0.7) -> str:
+    """Baseline: "no" (supported) when most of the claim's words appear in the context."""
+    share = word_share(claim, context)
+    return "no" if share is None or share >= threshold else "yes"
 
 
 # A trivial baseline: a statement is toxic when it contains one of these words or phrases.
