@@ -110,12 +110,19 @@ def test_a_greedy_repeat_gives_the_same_verdict_with_the_same_numbers(real_judge
     assert first.choice("verdict").probabilities == second.choice("verdict").probabilities
 
 
-def test_sampling_with_seed_is_reproducible(real_judge):
+def test_sampling_with_seed_is_reproducible():
+    # the same request with the same seed on two fresh judges: the same steps, the same
+    # text. A repeat on one judge starts from its kept prompt and decodes in other cells,
+    # where llama.cpp's sums may differ in the last bit (the greedy repeat above), which a
+    # sampled token can follow: so this test used to pass or fail with the tests before it
+    from localjudge import Judge
+
     prompt = "Text: Water boils at 100 degrees.\nJSON answer: "
-    runs = [
-        real_judge.generate_json(prompt, "reason", max_tokens=30, temperature=0.9, seed=7).text
-        for _ in range(2)
-    ]
+    runs = []
+    for _ in range(2):
+        with Judge.load(slots=1, max_prefixes=1, n_ctx=1024) as judge:
+            outcome = judge.generate_json(prompt, "reason", max_tokens=30, temperature=0.9, seed=7)
+            runs.append(outcome.text)
     assert runs[0] == runs[1]
 
 
