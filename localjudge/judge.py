@@ -53,7 +53,7 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
     key = engine.cache_key
     cache_file = None
     if key is not None:
-        name = hashlib.sha256(f"v3|{key}|{engine.n_vocab}".encode()).hexdigest()[:32]
+        name = hashlib.sha256(f"v4|{key}|{engine.n_vocab}".encode()).hexdigest()[:32]
         cache_file = cache_dir("vocab") / f"{name}.npz"
         if cache_file.exists():
             try:
@@ -61,7 +61,10 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
             except Exception:  # partial, foreign or stale: rebuild it
                 cache_file.unlink(missing_ok=True)
     vocabulary = build_vocabulary(
-        engine.vocabulary_pieces(), eos_id=engine.eos_id, n_vocab=engine.n_vocab
+        engine.vocabulary_pieces(),
+        eos_id=engine.eos_id,
+        n_vocab=engine.n_vocab,
+        eog_ids=engine.eog_ids,
     )
     if cache_file is None:
         return vocabulary
@@ -158,7 +161,6 @@ class Judge:
                 max_num_prefixes=max_prefixes,
                 token_budget=token_budget,
                 jump_forward=jump_forward,
-                eog_ids=frozenset(engine.eog_ids),
                 cache_prefixes=cache_prefixes,
                 auto_prefix=AUTO_PREFIX_TOKENS if cache_prefixes else 0,
                 prompt_cache_bytes=int(prompt_cache_mib * (1 << 20)),

@@ -54,6 +54,18 @@ def test_control_tokens_are_not_parsed_from_user_text(engine):
     assert len(tokens) > 1 and not (set(tokens) & engine.eog_ids)
 
 
+def test_the_cached_grammar_vocabulary_keeps_the_engines_end_of_generation_tokens(engine):
+    from localjudge.judge import _vocabulary_for
+
+    end_of_turn = engine.tokenize("<end_of_turn>", add_special=False, parse_special=True)
+    assert len(end_of_turn) == 1
+    first, again = _vocabulary_for(engine), _vocabulary_for(engine)  # the second from disk
+    assert first.eog_ids == again.eog_ids == engine.eog_ids
+    assert {engine.eos_id, end_of_turn[0]} <= engine.eog_ids
+    assert again.fingerprint == first.fingerprint
+    assert again.token_bytes == first.token_bytes
+
+
 def test_completion_rendering_for_base_model(engine):
     text = engine.render_chat(
         [{"role": "system", "content": "Rules."}, {"role": "user", "content": "Claim."}]

@@ -29,6 +29,51 @@ def test_vocabulary_filtering():
     assert set(vocab.token_bytes) == {0, 2}
 
 
+def test_a_saved_vocabulary_loads_with_the_same_pieces_and_end_tokens(tmp_path):
+    from localjudge.grammar.vocabulary import TokenVocabulary
+
+    vocab = build_vocabulary(
+        [(0, b"a", 4), (1, b"</s>", 4), (2, b"a", 4), (3, b"\x9f", 32), (4, b"bc", 4)],
+        eos_id=1,
+        n_vocab=6,
+        eog_ids=[1, 5],
+    )
+    vocab.save(tmp_path / "v.npz")
+    loaded = TokenVocabulary.load(tmp_path / "v.npz")
+    assert loaded.fingerprint == vocab.fingerprint
+    assert loaded.eog_ids == vocab.eog_ids == frozenset({1, 5})
+    assert loaded.ids.tolist() == [0, 2, 4]
+    assert [loaded.piece(t) for t in range(-1, 8)] == [b"", b"a", b"", b"a", b"", b"bc"] + [b""] * 3
+    assert loaded.token_bytes == vocab.token_bytes == {0: b"a", 2: b"a", 4: b"bc"}
+    assert loaded.pieces == vocab.pieces == {b"a": [0, 2], b"bc": [4]}
+
+
+@pytest.mark.parametrize(
+    "ids, offsets, data",
+    [
+        ([2, 0], [0, 1, 2], b"ab"),  # not increasing
+        ([0, 6], [0, 1, 2], b"ab"),  # an id past n_vocab
+        ([0, 2], [0, 1], b"ab"),  # an offset missing
+        ([0, 2], [0, 1, 3], b"ab"),  # past the bytes
+        ([0, 2], [0, 2, 1], b"ab"),  # a negative length
+    ],
+)
+def test_a_vocabulary_with_inconsistent_arrays_is_refused(ids, offsets, data):
+    import numpy as np
+
+    from localjudge.grammar.vocabulary import TokenVocabulary
+
+    with pytest.raises(ValueError):
+        TokenVocabulary(
+            eos_id=1,
+            n_vocab=6,
+            ids=np.array(ids),
+            offsets=np.array(offsets),
+            data=data,
+            fingerprint="x",
+        )
+
+
 def test_distances_and_closing(fake_vocabulary, tmp_home):
     grammar = compile_grammar(load_schema("hallucination_verdict"), fake_vocabulary)
     assert grammar.min_tokens > 0

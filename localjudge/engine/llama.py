@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -181,9 +182,6 @@ class LlamaEngine:
             self._pparams.n_seq_max = 2  # the prefix, and a view of its own cells for the move
             self.prefill_cells = int(self._pparams.n_ctx)
             self.prefill_bytes = self.prefill_cells * self.header.kv_bytes_per_cell
-        self.eog_ids = frozenset(
-            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
-        )
         self.eos_id = int(llama_cpp.llama_vocab_eos(self._vocab))
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
         self.chat_template = self.header.chat_template
@@ -278,10 +276,21 @@ class LlamaEngine:
 
     @property
     def cache_key(self) -> str:
-        """The model file, as it is now: a changed file gets a new vocabulary cache (an
+        """The model file, as it is now, read by this llama.cpp: a changed file, or a
+        llama.cpp whose rules for special tokens may differ, gets a new vocabulary cache (an
         adapter changes no token, so it is not part of the key)."""
         stat = self.path.stat()
-        return f"{self.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+        version = getattr(llama_cpp, "__version__", "")
+        return f"{self.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{version}"
+
+    @functools.cached_property
+    def eog_ids(self) -> frozenset[int]:
+        """Every token that ends a generation. Asked of llama.cpp token by token (0.3 s for
+        262k tokens), so only when first needed: the grammar vocabulary's cache keeps it."""
+        with self._use():
+            return frozenset(
+                t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
+            )
 
     def __enter__(self) -> LlamaEngine:
         return self

@@ -7,10 +7,10 @@ inside a JSON string), the EOS id (given to outlines separately), and the raw by
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,31 +21,83 @@ from localjudge.engine.base import ATTR_CONTROL, ATTR_UNKNOWN, ATTR_UNUSED
 _EXCLUDED_ATTRS = ATTR_UNKNOWN | ATTR_UNUSED | ATTR_CONTROL
 
 
-@dataclass
 class TokenVocabulary:
-    """Token pieces of one model, filtered for grammar use."""
+    """Token pieces of one model, filtered for grammar use.
 
-    eos_id: int  # id outlines allows in final states
-    n_vocab: int  # size of the model's logits row
-    pieces: dict[bytes, list[int]]  # token bytes -> ids that spell them (several may share)
-    token_bytes: dict[int, bytes]  # id -> bytes, for every kept id
-    fingerprint: str  # sha256 of the kept mapping: the cache key of compiled indexes
-    control_texts: tuple[str, ...] = ()  # texts of control tokens (<end_of_turn>, ...)
+    Held as three arrays: the kept ids in order, offsets into one byte string, and that
+    string. Decoding reads a token's piece straight from them (`piece`); the dictionaries
+    that only compiling a grammar needs (`pieces`, `token_bytes`) are built on first use,
+    so a vocabulary of 262k tokens loads from the cache without a Python loop over it.
+    """
+
+    def __init__(
+        self,
+        *,
+        eos_id: int,
+        n_vocab: int,
+        ids: np.ndarray,
+        offsets: np.ndarray,
+        data: bytes,
+        fingerprint: str,
+        control_texts: tuple[str, ...] = (),
+        eog_ids: frozenset[int] = frozenset(),
+    ) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if ids.ndim != 1 or offsets.shape != (len(ids) + 1,) or int(offsets[-1]) != len(data):
+            raise ValueError("inconsistent vocabulary arrays")
+        if len(ids) and (int(ids[0]) < 0 or int(ids[-1]) >= n_vocab or np.any(np.diff(ids) <= 0)):
+            raise ValueError("vocabulary ids must be increasing and below n_vocab")
+        if np.any(np.diff(offsets) < 0):
+            raise ValueError("vocabulary offsets must not decrease")
+        self.eos_id = eos_id  # id outlines allows in final states
+        self.n_vocab = n_vocab  # size of the model's logits row
+        self.fingerprint = fingerprint  # sha256 of the kept mapping: compiled indexes' key
+        self.control_texts = control_texts  # texts of control tokens (<end_of_turn>, ...)
+        self.eog_ids = frozenset(eog_ids)  # tokens that end a generation (EOS, end of turn)
+        self.ids = ids  # kept ids, increasing
+        self._offsets = offsets.tolist()
+        self._data = data
+        self._position = np.full(n_vocab, -1, dtype=np.int32)  # id -> index in ids, or -1
+        self._position[ids] = np.arange(len(ids), dtype=np.int32)
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of a kept token; b"" for any other id."""
+        if not 0 <= token < self.n_vocab:
+            return b""
+        index = int(self._position[token])
+        if index < 0:
+            return b""
+        return self._data[self._offsets[index] : self._offsets[index + 1]]
+
+    @functools.cached_property
+    def token_bytes(self) -> dict[int, bytes]:
+        """id -> bytes, for every kept id."""
+        data, offsets = self._data, self._offsets
+        return {
+            token: data[offsets[index] : offsets[index + 1]]
+            for index, token in enumerate(self.ids.tolist())
+        }
+
+    @functools.cached_property
+    def pieces(self) -> dict[bytes, list[int]]:
+        """Token bytes -> the ids that spell them (several may share), increasing."""
+        pieces: dict[bytes, list[int]] = {}
+        for token, piece in self.token_bytes.items():
+            pieces.setdefault(piece, []).append(token)
+        return pieces
 
     def to_outlines(self) -> outlines_core.Vocabulary:
         return outlines_core.Vocabulary(self.eos_id, self.pieces)
 
     def save(self, path: Path) -> None:
         """Write the vocabulary as plain arrays (`.npz`, no pickle): loading it runs no code."""
-        ids = np.array(sorted(self.token_bytes), dtype=np.int64)
-        pieces = [self.token_bytes[int(i)] for i in ids]
-        offsets = np.cumsum([0] + [len(p) for p in pieces], dtype=np.int64)
         with path.open("wb") as handle:
             np.savez(
                 handle,
-                ids=ids,
-                offsets=offsets,
-                data=np.frombuffer(b"".join(pieces), dtype=np.uint8),
+                ids=self.ids,
+                offsets=np.array(self._offsets, dtype=np.int64),
+                data=np.frombuffer(self._data, dtype=np.uint8),
                 meta=np.array(
                     json.dumps(
                         {
@@ -53,6 +105,7 @@ class TokenVocabulary:
                             "n_vocab": self.n_vocab,
                             "fingerprint": self.fingerprint,
                             "control_texts": list(self.control_texts),
+                            "eog_ids": sorted(self.eog_ids),
                         }
                     )
                 ),
@@ -60,25 +113,20 @@ class TokenVocabulary:
 
     @classmethod
     def load(cls, path: Path) -> TokenVocabulary:
-        """Read what `save` wrote; raises `ValueError` (or `OSError`) on anything else."""
+        """Read what `save` wrote; raises `ValueError` (or `OSError`, `KeyError`) on anything
+        else."""
         with np.load(path, allow_pickle=False) as arrays:
             ids, offsets, data = arrays["ids"], arrays["offsets"], arrays["data"].tobytes()
             meta = json.loads(str(arrays["meta"]))
-        if len(offsets) != len(ids) + 1 or int(offsets[-1]) != len(data):
-            raise ValueError(f"{path}: inconsistent vocabulary arrays")
-        token_bytes: dict[int, bytes] = {}
-        pieces: dict[bytes, list[int]] = {}
-        for index, token in enumerate(ids.tolist()):
-            piece = data[offsets[index] : offsets[index + 1]]
-            token_bytes[token] = piece
-            pieces.setdefault(piece, []).append(token)
         return cls(
             eos_id=int(meta["eos_id"]),
             n_vocab=int(meta["n_vocab"]),
-            pieces=pieces,
-            token_bytes=token_bytes,
+            ids=ids,
+            offsets=offsets,
+            data=data,
             fingerprint=str(meta["fingerprint"]),
             control_texts=tuple(meta["control_texts"]),
+            eog_ids=frozenset(int(t) for t in meta["eog_ids"]),
         )
 
 
@@ -90,9 +138,14 @@ def keep_token(piece: bytes, attr: int) -> bool:
 
 
 def build_vocabulary(
-    tokens: Iterable[tuple[int, bytes, int]], *, eos_id: int, n_vocab: int
+    tokens: Iterable[tuple[int, bytes, int]],
+    *,
+    eos_id: int,
+    n_vocab: int,
+    eog_ids: Iterable[int] = (),
 ) -> TokenVocabulary:
-    """Filter `(id, bytes, attr)` triples into a vocabulary outlines can index."""
+    """Filter `(id, bytes, attr)` triples into a vocabulary outlines can index; `eog_ids`
+    are the model's end-of-generation tokens, kept with it."""
     pieces: dict[bytes, list[int]] = {}
     token_bytes: dict[int, bytes] = {}
     control_texts: set[str] = set()
@@ -109,11 +162,14 @@ def build_vocabulary(
         digest.update(
             piece.hex().encode() + b"=" + ",".join(map(str, pieces[piece])).encode() + b";"
         )
+    ids = sorted(token_bytes)
     return TokenVocabulary(
         eos_id=eos_id,
         n_vocab=n_vocab,
-        pieces=pieces,
-        token_bytes=token_bytes,
+        ids=np.array(ids, dtype=np.int64),
+        offsets=np.cumsum([0] + [len(token_bytes[t]) for t in ids], dtype=np.int64),
+        data=b"".join(token_bytes[t] for t in ids),
         fingerprint=digest.hexdigest(),
         control_texts=tuple(sorted(control_texts, key=len, reverse=True)),
+        eog_ids=frozenset(eog_ids),
     )

@@ -48,13 +48,12 @@ class TokenChooser:
         *,
         jump_forward: bool = True,
         heads: bool = True,
-        eog_ids: frozenset[int] = frozenset(),
     ) -> None:
         self.vocabulary = vocabulary
         self.stats = stats
         self.jump_forward = jump_forward
         self.heads = heads  # False: the head waits for the prompt's logits, as jump-forward
-        self.eog_ids = eog_ids | {vocabulary.eos_id}
+        self.eog_ids = vocabulary.eog_ids | {vocabulary.eos_id}
         self._text_mask: np.ndarray | None = None  # tokens free text may use (built once)
 
     def take_head(self, seq: Sequence) -> list[int]:
@@ -99,10 +98,8 @@ class TokenChooser:
         end-of-generation token or `max_tokens`."""
         if self._text_mask is None:
             mask = np.zeros(logits.shape[0], dtype=bool)
-            ids = [
-                t for t in list(self.vocabulary.token_bytes) + list(self.eog_ids) if t < len(mask)
-            ]
-            mask[ids] = True
+            ids = np.concatenate([self.vocabulary.ids, np.fromiter(self.eog_ids, np.int64)])
+            mask[ids[ids < len(mask)]] = True
             self._text_mask = mask
         scores = np.where(self._text_mask, logits, -np.inf)
         if seq.sampling.greedy:
@@ -114,7 +111,7 @@ class TokenChooser:
         if token in self.eog_ids:
             return True
         seq.output_tokens.append(token)
-        seq.output_bytes += self.vocabulary.token_bytes.get(token, b"")
+        seq.output_bytes += self.vocabulary.piece(token)
         seq.pending.append(token)
         seq.counts.generated += 1
         self.stats.num_generated_tokens += 1
@@ -150,7 +147,7 @@ class TokenChooser:
             raise GenerationError(f"token {token} is not allowed by the grammar") from None
         seq.state = seq.guide.get_state()
         seq.output_tokens.append(token)
-        seq.output_bytes += self.vocabulary.token_bytes.get(token, b"")
+        seq.output_bytes += self.vocabulary.piece(token)
         seq.pending.append(token)
         seq.counts.generated += 1
         self.stats.num_generated_tokens += 1

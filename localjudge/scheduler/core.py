@@ -56,7 +56,6 @@ class Scheduler:
         token_budget: int = 512,
         jump_forward: bool = True,
         heads: bool = True,
-        eog_ids: frozenset[int] = frozenset(),
         cache_prefixes: bool = False,
         auto_prefix: int = 0,
         prompt_cache_bytes: int = 0,
@@ -103,7 +102,6 @@ class Scheduler:
             self.stats,
             jump_forward=jump_forward,
             heads=heads,
-            eog_ids=frozenset(eog_ids),
         )
 
     # -- intake ---------------------------------------------------------------------------
