@@ -56,7 +56,7 @@ class TokenVocabulary:
         self.control_texts = control_texts  # texts of control tokens (<end_of_turn>, ...)
         self.eog_ids = frozenset(eog_ids)  # tokens that end a generation (EOS, end of turn)
         self.ids = ids  # kept ids, increasing
-        self._offsets = offsets.tolist()
+        self._offsets = offsets
         self._data = data
         self._position = np.full(n_vocab, -1, dtype=np.int32)  # id -> index in ids, or -1
         self._position[ids] = np.arange(len(ids), dtype=np.int32)
@@ -68,12 +68,12 @@ class TokenVocabulary:
         index = int(self._position[token])
         if index < 0:
             return b""
-        return self._data[self._offsets[index] : self._offsets[index + 1]]
+        return self._data[int(self._offsets[index]) : int(self._offsets[index + 1])]
 
     @functools.cached_property
     def token_bytes(self) -> dict[int, bytes]:
         """id -> bytes, for every kept id."""
-        data, offsets = self._data, self._offsets
+        data, offsets = self._data, self._offsets.tolist()
         return {
             token: data[offsets[index] : offsets[index + 1]]
             for index, token in enumerate(self.ids.tolist())
@@ -96,7 +96,7 @@ class TokenVocabulary:
             np.savez(
                 handle,
                 ids=self.ids,
-                offsets=np.array(self._offsets, dtype=np.int64),
+                offsets=self._offsets,
                 data=np.frombuffer(self._data, dtype=np.uint8),
                 meta=np.array(
                     json.dumps(
