@@ -193,3 +193,29 @@ def test_compiled_schemas_are_bounded_in_memory_and_on_disk(tmp_home, tmp_path):
     assert sorted(p.name for p in folder.glob("*.npz")) == ["0.npz", "4.npz"]
     many = [f"v{i}" for i in range(30_000)]  # linear: this used to take seconds
     assert _enum_fields(schema_with("pick", many + many[:10])) == {"pick": many}
+
+
+def test_a_vocabulary_cache_file_that_does_not_load_is_rebuilt(tmp_home):
+    import numpy as np
+
+    from localjudge.engine.fake import FakeEngine
+    from localjudge.judge import _vocabulary_for
+
+    class CachedFake(FakeEngine):
+        cache_key = "cached-fake|1"
+        eog_ids = frozenset({1, 3})
+
+    engine = CachedFake(lambda *args: None)
+    built = _vocabulary_for(engine)
+    (cache_file,) = (tmp_home / "cache" / "vocab").glob("*.npz")
+    assert _vocabulary_for(engine).token_bytes == built.token_bytes
+    older = tmp_home / "older.npz"  # a file without the end-of-generation tokens
+    with np.load(cache_file, allow_pickle=False) as arrays:
+        meta = json.loads(str(arrays["meta"]))
+        del meta["eog_ids"]
+        np.savez(older, **{k: arrays[k] for k in ("ids", "offsets", "data")}, meta=json.dumps(meta))
+    for damaged in (b"not a vocabulary", older.read_bytes()):
+        cache_file.write_bytes(damaged)
+        again = _vocabulary_for(engine)
+        assert again.eog_ids == frozenset({1, 3}) and again.token_bytes == built.token_bytes
+        assert cache_file.read_bytes() != damaged  # rewritten whole
