@@ -6,6 +6,7 @@ producers. It owns native handles: `close()` it, or use it in a `with` block.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ from localjudge.grammar import (
     compile_grammar,
     load_schema,
 )
+from localjudge.grammar.compiled import prune_disk_cache
 from localjudge.model_registry import ResolvedModel, check_checksum, resolve
 from localjudge.paths import cache_dir
 from localjudge.prompts import PromptParts
@@ -44,6 +46,8 @@ AUTO_PREFIX_TOKENS = 32  # shortest token prefix worth a shared group of its own
 # host memory for saved prefix states (the prompt cache; README: what a context takes)
 DEFAULT_PROMPT_CACHE_MIB = 512
 MAX_SEQUENCES = 256  # llama.cpp's limit of sequences in one context (LLAMA_MAX_SEQ)
+# the vocabulary cache on disk: ~6 MiB a model file, least recently used pruned past this
+VOCABULARY_CACHE_BYTES = 256 << 20
 
 
 def _vocabulary_for(engine: Engine) -> TokenVocabulary:
@@ -57,9 +61,13 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
         cache_file = cache_dir("vocab") / f"{name}.npz"
         if cache_file.exists():
             try:
-                return TokenVocabulary.load(cache_file)
+                vocabulary = TokenVocabulary.load(cache_file)
             except Exception:  # partial, foreign or stale: rebuild it
                 cache_file.unlink(missing_ok=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.utime(cache_file)  # recently used: pruned last
+                return vocabulary
     vocabulary = build_vocabulary(
         engine.vocabulary_pieces(),
         eos_id=engine.eos_id,
@@ -71,6 +79,8 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
     partial = cache_file.with_name(f"{name}.{os.getpid()}.{threading.get_ident()}.tmp")
     vocabulary.save(partial)
     partial.replace(cache_file)
+    # files of model files since changed or removed, or of an older cache format
+    prune_disk_cache(cache_file.parent, VOCABULARY_CACHE_BYTES, keep=cache_file)
     return vocabulary
 
 

@@ -219,3 +219,26 @@ def test_a_vocabulary_cache_file_that_does_not_load_is_rebuilt(tmp_home):
         again = _vocabulary_for(engine)
         assert again.eog_ids == frozenset({1, 3}) and again.token_bytes == built.token_bytes
         assert cache_file.read_bytes() != damaged  # rewritten whole
+
+
+def test_the_vocabulary_cache_keeps_its_recently_used_files_within_its_limit(tmp_home, monkeypatch):
+    import os
+
+    from localjudge import judge
+    from localjudge.engine.fake import FakeEngine
+
+    folder = tmp_home / "cache" / "vocab"
+    folder.mkdir(parents=True)
+    for n in range(3):  # files of model files long gone, least recently used first
+        (folder / f"old{n}.npz").write_bytes(b"x" * 1000)
+        os.utime(folder / f"old{n}.npz", (1_000_000 + n, 1_000_000 + n))
+    engines = []
+    for n in range(2):
+        engine_class = type("CachedFake", (FakeEngine,), {"cache_key": f"cached-fake|{n}"})
+        engines.append(engine_class(lambda *args: None))
+    judge._vocabulary_for(engines[0])
+    size = max(f.stat().st_size for f in folder.glob("*.npz"))
+    monkeypatch.setattr(judge, "VOCABULARY_CACHE_BYTES", 2 * size + 1500)
+    judge._vocabulary_for(engines[1])  # written: the oldest files go, down to the limit
+    assert sorted(f.name for f in folder.glob("old*.npz")) == ["old2.npz"]
+    assert len(list(folder.glob("*.npz"))) == 3

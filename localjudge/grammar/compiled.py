@@ -402,8 +402,9 @@ def disk_cache_bytes(folder: Path | None = None) -> int:
 
 
 def prune_disk_cache(folder: Path, limit: int, keep: Path | None = None) -> None:
-    """Delete the least recently used compiled grammars until the folder holds at most
-    `limit` bytes (`keep`, the one just written, stays)."""
+    """Delete the least recently used cache files (`*.npz`: compiled grammars, or
+    vocabularies) until the folder holds at most `limit` bytes (`keep`, the one just
+    written, stays)."""
     files = []
     for entry in folder.glob("*.npz"):
         with contextlib.suppress(OSError):
