@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from localjudge.cli import cli
 from localjudge.quality.intervals import (
     CELLS,
+    Interval,
     aurocs,
     balanced_accuracies,
     draw,
@@ -175,3 +176,9 @@ def test_the_report_the_command_and_the_page_show_the_intervals(tmp_path, tmp_ho
     assert off.exit_code == 0 and json.loads(off.output)["reports"][0]["intervals"] is None
     bad = CliRunner().invoke(cli, [*base, "--resamples", "-1"])
     assert bad.exit_code == 2 and "--resamples" in bad.output
+
+
+def test_an_interval_formats_its_value_and_bounds_alike():
+    figure = Interval(0.125, -0.0504, 0.25)
+    assert f"{figure:.2f}" == "0.12 [-0.05, 0.25]"
+    assert f"{figure:+.3f}" == "+0.125 [-0.050, +0.250]"

@@ -70,11 +70,6 @@ def rows_for(data: Path, name: str, entry: dict) -> list[Row]:
     return rows
 
 
-def cell(i, signed: bool = False) -> str:
-    form = "+.3f" if signed else ".3f"
-    return f"{i.value:{form}} [{i.low:{form}}, {i.high:{form}}]"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="an evaluate.py output")
@@ -100,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         for way, i in found.ways.items():
             lead = found.differences.get(way)
             print(
-                f"| {name} | {len(rows)} | {way} | {cell(i.balanced_accuracy)} | "
-                f"{i.auroc.value:.3f} | {cell(lead.balanced_accuracy, True) if lead else ''} |"
+                f"| {name} | {len(rows)} | {way} | {i.balanced_accuracy:.3f} | "
+                f"{i.auroc.value:.3f} | {f'{lead.balanced_accuracy:+.3f}' if lead else ''} |"
             )
     return 0
 

@@ -67,11 +67,6 @@ def rows_of(
     return out
 
 
-def cell(i, signed: bool = False) -> str:
-    form = "+.3f" if signed else ".3f"
-    return f"{i.value:{form}} [{i.low:{form}}, {i.high:{form}}]"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, nargs="+", help="evaluate.py --out files")
@@ -88,12 +83,12 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             judge = spread.ways["judge"]
             lead = "; ".join(
-                f"BAcc {cell(d.balanced_accuracy, True)}, AUROC {cell(d.auroc, True)} over {other}"
+                f"BAcc {d.balanced_accuracy:+.3f}, AUROC {d.auroc:+.3f} over {other}"
                 for other, d in spread.differences.items()
             )
             print(
-                f"| {path.stem} | {task} | {name} | {cell(judge.balanced_accuracy)} | "
-                f"{cell(judge.auroc)} | {lead} |"
+                f"| {path.stem} | {task} | {name} | {judge.balanced_accuracy:.3f} | "
+                f"{judge.auroc:.3f} | {lead} |"
             )
     return 0
 

@@ -36,6 +36,10 @@ class Interval:
     def to_dict(self) -> dict[str, float]:
         return {"value": self.value, "low": self.low, "high": self.high}
 
+    def __format__(self, spec: str) -> str:
+        """`f"{interval:+.2f}"`: the value, then the interval in brackets, each so formatted."""
+        return f"{self.value:{spec}} [{self.low:{spec}}, {self.high:{spec}}]"
+
 
 @dataclass(frozen=True)
 class Draw:

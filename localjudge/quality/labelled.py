@@ -490,10 +490,6 @@ def _finite(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
 
 
-def _signed(i) -> str:
-    return f"{i.value:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
-
-
 def interval_lines(spread: Intervals | None) -> list[str]:
     """The judge's intervals and its differences from the baselines, for the console."""
     if spread is None:
@@ -502,14 +498,12 @@ def interval_lines(spread: Intervals | None) -> list[str]:
     share = f"{spread.level:.0%}"
     lines = [
         f"  judge, {share} intervals ({spread.resamples} stratified bootstrap resamples): "
-        f"balanced accuracy {judge.balanced_accuracy.value:.2f} "
-        f"[{judge.balanced_accuracy.low:.2f}, {judge.balanced_accuracy.high:.2f}], AUROC "
-        f"{judge.auroc.value:.2f} [{judge.auroc.low:.2f}, {judge.auroc.high:.2f}]"
+        f"balanced accuracy {judge.balanced_accuracy:.2f}, AUROC {judge.auroc:.2f}"
     ]
     for name, d in spread.differences.items():
         lines.append(
-            f"  judge minus {name}: balanced accuracy {_signed(d.balanced_accuracy)}, "
-            f"AUROC {_signed(d.auroc)}"
+            f"  judge minus {name}: balanced accuracy {d.balanced_accuracy:+.2f}, "
+            f"AUROC {d.auroc:+.2f}"
         )
     for name, d in spread.differences.items():
         if d.balanced_accuracy.high < 0:

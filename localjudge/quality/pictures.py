@@ -180,7 +180,7 @@ def interval_rows(report: QualityReport) -> list[str]:
         return []
 
     def cell(i) -> str:
-        return f"<td>{i.value:.2f} [{i.low:.2f}, {i.high:.2f}]</td>"
+        return f"<td>{i:.2f}</td>"
 
     parts = [
         f"<h3>How sure: {spread.level:.0%} intervals</h3><p>A stratified bootstrap over the "
