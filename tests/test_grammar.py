@@ -195,17 +195,23 @@ def test_compiled_schemas_are_bounded_in_memory_and_on_disk(tmp_home, tmp_path):
     assert _enum_fields(schema_with("pick", many + many[:10])) == {"pick": many}
 
 
+def cached_fake_engine(key: str, eog_ids: frozenset[int] | None = None):
+    """A fake engine whose vocabulary is cached on disk, as a real engine's is."""
+    from localjudge.engine.fake import FakeEngine
+
+    engine = FakeEngine(lambda *args: None)
+    engine.cache_key = key
+    if eog_ids is not None:
+        engine.eog_ids = eog_ids
+    return engine
+
+
 def test_a_vocabulary_cache_file_that_does_not_load_is_rebuilt(tmp_home):
     import numpy as np
 
-    from localjudge.engine.fake import FakeEngine
     from localjudge.judge import _vocabulary_for
 
-    class CachedFake(FakeEngine):
-        cache_key = "cached-fake|1"
-        eog_ids = frozenset({1, 3})
-
-    engine = CachedFake(lambda *args: None)
+    engine = cached_fake_engine("cached-fake|1", eog_ids=frozenset({1, 3}))
     built = _vocabulary_for(engine)
     (cache_file,) = (tmp_home / "cache" / "vocab").glob("*.npz")
     assert _vocabulary_for(engine).token_bytes == built.token_bytes
@@ -225,17 +231,13 @@ def test_the_vocabulary_cache_keeps_its_recently_used_files_within_its_limit(tmp
     import os
 
     from localjudge import judge
-    from localjudge.engine.fake import FakeEngine
 
     folder = tmp_home / "cache" / "vocab"
     folder.mkdir(parents=True)
     for n in range(3):  # files of model files long gone, least recently used first
         (folder / f"old{n}.npz").write_bytes(b"x" * 1000)
         os.utime(folder / f"old{n}.npz", (1_000_000 + n, 1_000_000 + n))
-    engines = []
-    for n in range(2):
-        engine_class = type("CachedFake", (FakeEngine,), {"cache_key": f"cached-fake|{n}"})
-        engines.append(engine_class(lambda *args: None))
+    engines = [cached_fake_engine(f"cached-fake|{n}") for n in range(2)]
     judge._vocabulary_for(engines[0])
     size = max(f.stat().st_size for f in folder.glob("*.npz"))
     monkeypatch.setattr(judge, "VOCABULARY_CACHE_BYTES", 2 * size + 1500)
