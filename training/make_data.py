@@ -289,12 +289,7 @@ def wice(path: Path, count_tokens, rng: random.Random) -> list[Example]:
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
-        sentences = [s.strip() for s in record["evidence"]]
-        text, spans = "", []
-        for sentence in sentences:
-            start = len(text) + (1 if text else 0)
-            text = f"{text} {sentence}" if text else sentence
-            spans.append((start, len(text)))
+        text, spans = page_text(record)
         windows = split_windows(text, count_tokens, WINDOW_TOKENS)
         label, claim = record["label"], record["claim"].strip()
         window = None
@@ -317,6 +312,65 @@ def wice(path: Path, count_tokens, rng: random.Random) -> list[Example]:
         verdict = "no" if label == "supported" else "yes"
         out.append(Example("hallucination", f"wice/{label}", verdict, claim, (window.text,),
                            document=text))  # fmt: skip
+    return out
+
+
+def page_text(record: dict) -> tuple[str, list[tuple[int, int]]]:
+    """A WiCE record's cited page as one text, and the (start, end) of each of its
+    evidence sentences in it."""
+    text, spans = "", []
+    for sentence in (s.strip() for s in record["evidence"]):
+        start = len(text) + (1 if text else 0)
+        text = f"{text} {sentence}" if text else sentence
+        spans.append((start, len(text)))
+    return text, spans
+
+
+_PROSE = re.compile(r"^[A-Z][^#|]{38,218}[.!?]$")
+_CONTENT = re.compile(r"[a-z0-9]{4,}")
+
+
+def wice_pages(path: Path, count_tokens, rng: random.Random) -> list[Example]:
+    """On-topic statements a window does not make, from the pages WiCE's claims cite (dev
+    split): a prose sentence of the page judged against one of the three windows of the same
+    page that BM25 ranks first for it among those at least two windows away ("yes": same
+    subject, another part of the page), and a prose sentence of a window judged against that window
+    ("no"). The reply that adds a true-sounding fact about the subject, which the context
+    does not state, is what the judge let through on held-out dialogue. A sentence with 60%
+    of its content words in the far window is skipped: the page may say it twice there."""
+    from localjudge.scorers.evidence import BM25, split_windows
+    from localjudge.scorers.text import sentence_spans
+
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text, _ = page_text(json.loads(line))
+        windows = split_windows(text, count_tokens, WINDOW_TOKENS)
+        if len(windows) < 4:
+            continue
+        bm25 = BM25([w.text for w in windows])
+        prose = [
+            (start, end) for start, end in sentence_spans(text)
+            if _PROSE.match(text[start:end]) and len(text[start:end].split()) >= 7
+        ]  # fmt: skip
+        rng.shuffle(prose)
+        for start, end in prose[:4]:
+            sentence = text[start:end]
+            own = [w.index for w in windows if w.start < end and start < w.end]
+            far = [w.index for w in windows if min(abs(w.index - i) for i in own) >= 2]
+            if not far:
+                continue
+            scores = bm25.scores(sentence)
+            near = sorted(far, key=lambda i: (-scores[i], i))[:3]
+            window = windows[rng.choice(near)]
+            words = set(_CONTENT.findall(sentence.lower()))
+            if words and len(words & set(_CONTENT.findall(window.text.lower()))) >= 0.6 * len(words):
+                continue  # may be said again there
+            out.append(Example("hallucination", "wice/page-elsewhere", "yes", sentence,
+                               (window.text,)))  # fmt: skip
+            inside = [w for w in windows if w.start <= start and end <= w.end]
+            if inside:
+                out.append(Example("hallucination", "wice/page-inside", "no", sentence,
+                                   (rng.choice(inside).text,)))  # fmt: skip
     return out
 
 
@@ -752,6 +806,7 @@ ADDED = {
     "stormfront": {"toxicity": {"stormfront/hate": 60, "stormfront/no-hate": 60}},
     "additions": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
     "additions-split": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
+    "wice-pages": {"hallucination": {"wice/page-elsewhere": 50, "wice/page-inside": 50}},
 }  # fmt: skip
 
 
@@ -797,6 +852,8 @@ def collect(
         more += additions(passages, random.Random(f"{SEED}:additions"))
     if "additions-split" in added:  # the same draws, an added sentence judged on its own
         more += additions(passages, random.Random(f"{SEED}:additions"), split=True)
+    if "wice-pages" in added and "wice/" not in held_out:
+        more += wice_pages(path("wice_dev"), count_tokens, random.Random(f"{SEED}:wice-pages"))
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
@@ -933,7 +990,10 @@ def select(
         picked = take(pool, split_counts(kept, split, args), rng)
         for name in args.add:
             if name not in args.hold_out:
-                added = split_counts(ADDED[name].get(task, {}), split, args)
+                wanted = {
+                    k: v for k, v in ADDED[name].get(task, {}).items() if not k.startswith(unseen)
+                }  # a held-out source's text is never trained on, in whatever rows
+                added = split_counts(wanted, split, args)
                 picked += take(pool, added, random.Random(f"{SEED}:{split}:{name}"))
         picks[task] = picked
     return picks
