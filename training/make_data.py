@@ -363,7 +363,8 @@ def wice_pages(path: Path, count_tokens, rng: random.Random) -> list[Example]:
             near = sorted(far, key=lambda i: (-scores[i], i))[:3]
             window = windows[rng.choice(near)]
             words = set(_CONTENT.findall(sentence.lower()))
-            if words and len(words & set(_CONTENT.findall(window.text.lower()))) >= 0.6 * len(words):
+            shared = words & set(_CONTENT.findall(window.text.lower()))
+            if words and len(shared) >= 0.6 * len(words):
                 continue  # may be said again there
             out.append(Example("hallucination", "wice/page-elsewhere", "yes", sentence,
                                (window.text,)))  # fmt: skip
