@@ -186,6 +186,36 @@ def test_wice_claims_are_judged_against_the_window_that_holds_their_support(make
         assert example.document == " ".join(sentences)  # held-out rows get the whole page
 
 
+def test_page_sentences_are_unsupported_by_far_windows_and_supported_by_their_own(
+    make_data, tmp_path
+):
+    sentences = [f"Item{i:02d} belonged to owner{i:02d} living near river{i:02d} forever."
+                 for i in range(40)]  # fmt: skip
+    sentences[20:30] = sentences[:10]  # said twice: never "yes" against a window that repeats it
+    page = ["(meta data) TITLE: x", "### Menu", *sentences]
+    path = tmp_path / "dev.jsonl"
+    path.write_text(json.dumps({"evidence": page}) + "\n")
+    words = lambda text: len(text.split())  # noqa: E731
+    examples = [
+        e for seed in range(10) for e in make_data.wice_pages(path, words, random.Random(seed))
+    ]
+    assert {(e.source, e.label) for e in examples} == {
+        ("wice/page-elsewhere", "yes"), ("wice/page-inside", "no"),
+    }  # fmt: skip
+    text = " ".join(page)
+    for example in examples:
+        assert example.text in sentences  # prose only: no page furniture as a claim
+        window = example.context[0]
+        assert words(window) <= make_data.WINDOW_TOKENS
+        assert (example.text in window) == (example.label == "no")
+        if example.label == "yes" and sentences.count(example.text) == 1:
+            # two windows away: not even a neighbour, which shares a sentence with its own
+            start, end = text.index(example.text), text.index(window)
+            assert end > start + len(example.text) + len(window) // 2 or (
+                end + len(window) + len(window) // 2 < start
+            )
+
+
 def test_only_known_sources_can_be_held_out(make_data):
     assert make_data.held_out_sources("davidson,wice") == ["davidson", "wice"]
     with pytest.raises(Exception, match="unknown source 'hatecheck'"):
@@ -316,6 +346,8 @@ def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
                 assert all(make_data.heldout(e, 0.2) == (split == "heldout") for e in new)
         held = select(split, add=["stormfront"], hold_out=["stormfront"])
         assert not any(e.source.startswith("stormfront/") for t in held for e in held[t])
+        held = select(split, add=["wice-pages"], hold_out=["wice"])  # rows made of its text
+        assert not any(e.source.startswith("wice/") for t in held for e in held[t])
 
 
 def test_additions_copy_a_context_sentence_and_add_what_it_does_not_say(make_data):
