@@ -334,10 +334,11 @@ def wice_pages(path: Path, count_tokens, rng: random.Random) -> list[Example]:
     """On-topic statements a window does not make, from the pages WiCE's claims cite (dev
     split): a prose sentence of the page judged against one of the three windows of the same
     page that BM25 ranks first for it among those at least two windows away ("yes": same
-    subject, another part of the page), and a prose sentence of a window judged against that window
-    ("no"). The reply that adds a true-sounding fact about the subject, which the context
-    does not state, is what the judge let through on held-out dialogue. A sentence with 60%
-    of its content words in the far window is skipped: the page may say it twice there."""
+    subject, another part of the page), and the same sentence judged against a window that
+    holds it ("no"). The reply that adds a true-sounding fact about the subject, which the
+    context does not state, is what the judge let through on held-out dialogue. A sentence
+    with 60% of its content words in the far window is skipped: the page may say it twice
+    there."""
     from localjudge.scorers.evidence import BM25, split_windows
     from localjudge.scorers.text import sentence_spans
 
@@ -853,7 +854,7 @@ def collect(
         more += additions(passages, random.Random(f"{SEED}:additions"))
     if "additions-split" in added:  # the same draws, an added sentence judged on its own
         more += additions(passages, random.Random(f"{SEED}:additions"), split=True)
-    if "wice-pages" in added and "wice/" not in held_out:
+    if "wice-pages" in added:  # under wice/: `select` leaves them out when WiCE is held out
         more += wice_pages(path("wice_dev"), count_tokens, random.Random(f"{SEED}:wice-pages"))
     return {
         "toxicity": davidson(path("davidson"))
