@@ -307,6 +307,53 @@ def test_stormfront_keeps_sentences_judged_without_their_thread(make_data, tmp_p
     ]  # thread-dependent, unsure, "relation" and too-short sentences are left out
 
 
+def test_dialogue_replies_are_labelled_by_their_pooled_accuracy_ratings(make_data, tmp_path):
+    docs = {"hotel": {"7": {"docs": {
+        "0": {"title": "Is parking free at the Bijou?", "body": "Parking costs $45 a day."},
+        "1": {"title": "Can I bring my dog?", "body": "Dogs are welcome at the Bijou."},
+    }}}}  # fmt: skip
+    ref = lambda doc: {"target": True, "knowledge": [  # noqa: E731
+        {"domain": "hotel", "entity_id": 7, "doc_id": doc}]}
+    gold = [ref(0), ref(1), {"target": False}, ref(0), ref(1), ref(0)]
+    entries = {
+        "a": [
+            ("Parking at the Bijou costs $45 a day. Anything else?", [5, 5, 4]),
+            ("Yes, dogs are welcome at the hotel. Would you like to book a room?", [5, 4, 5]),
+            ("Parking is free for every guest.", [1, 1, 1]),  # not a knowledge turn
+            ("Parking is free at the Bijou hotel, no charge.", [1, 2, 2]),
+            ("Parking is free at the Bijou hotel, no charge.", [5, 5, 5]),  # rated both ways
+            ("Parking costs about $45 per day at the hotel.", [3, 3, 4]),  # in between
+        ],
+        "b": [
+            ("Parking at the Bijou costs $45 a day.", [4, 4, 3]),  # pooled with a's: 4.17
+            ("No, the hotel does not allow dogs of any kind.", [1, 2, 1]),
+            (None, None),
+            ("Yes. Would you like more help with that?", [1, 1, 1]),  # nothing left to judge
+            ("Dogs stay free of charge at the Bijou.", [2, 2, 1]),
+            ("Parking costs about $45 per day at the hotel.", [3, 3, 4]),
+        ],
+    }
+    pairs = []
+    for name, replies in entries.items():
+        outputs = [{"target": text is not None, "response": text} for text, _ in replies]
+        rated = [{"accuracy": r, "appropriateness": [5, 5, 5]} if r else None for _, r in replies]
+        (tmp_path / f"{name}.json").write_text(json.dumps(outputs))
+        (tmp_path / f"{name}.rated.json").write_text(json.dumps(rated))
+        pairs.append((tmp_path / f"{name}.json", tmp_path / f"{name}.rated.json"))
+    (tmp_path / "labels.json").write_text(json.dumps(gold))
+    (tmp_path / "knowledge.json").write_text(json.dumps(docs))
+    examples = make_data.dstc9(tmp_path / "labels.json", tmp_path / "knowledge.json", pairs)
+    dogs = ("Can I bring my dog? Dogs are welcome at the Bijou.",)
+    assert [(e.source, e.label, e.text, e.context) for e in examples] == [
+        ("dstc9/accurate", "no", "Yes, dogs are welcome at the hotel.", dogs),
+        ("dstc9/inaccurate", "yes", "No, the hotel does not allow dogs of any kind.", dogs),
+        ("dstc9/inaccurate", "yes", "Dogs stay free of charge at the Bijou.", dogs),
+    ]  # closing questions cut off; pooled-in-between, both-ways and empty replies left out
+    pairs[1][0].write_text(json.dumps(json.loads(pairs[1][0].read_text())[:-1]))
+    with pytest.raises(make_data.SourceError, match="5 replies, 6 ratings, 6 test turns"):
+        make_data.dstc9(tmp_path / "labels.json", tmp_path / "knowledge.json", pairs)
+
+
 def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
     prefixes = {task: list(counts) for task, counts in make_data.PILOT.items()}
     for sources in make_data.ADDED.values():

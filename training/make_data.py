@@ -50,6 +50,19 @@ FILES = {
     # a folder of one-sentence files: its sha256 is the folder's (see sha256_of)
     "stormfront_sentences": ("Vicomtech+hate-speech-dataset", "all_files/"),
 }
+# The challenge's rated system outputs: each entry's responses and, in the same order, three
+# people's 1-5 ratings of each (team13's outputs are not in the repository).
+DSTC9 = "alexa+alexa-with-dstc9-track1-dataset"
+DSTC9_ENTRIES = (
+    "baseline/entry0", "team03/entry1", "team10/entry0", "team11/entry3", "team15/entry3",
+    "team17/entry0", "team18/entry3", "team19/entry2", "team20/entry4", "team21/entry3",
+    "team23/entry0",
+)  # fmt: skip
+FILES["dstc9_labels"] = (DSTC9, "data_eval/test/labels.json")
+FILES["dstc9_knowledge"] = (DSTC9, "data_eval/knowledge.json")
+for _entry in DSTC9_ENTRIES:
+    FILES[f"dstc9_out_{_entry}"] = (DSTC9, f"results/{_entry}.json")
+    FILES[f"dstc9_rated_{_entry}"] = (DSTC9, f"results/{_entry}.human_eval.json")
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
     "mental_disability", "mexican", "middle_east", "muslim", "native_american",
@@ -230,6 +243,54 @@ def begin(path: Path, name: str) -> list[Example]:
                 continue
             verdict = "no" if label == "fully attributable" else "yes"
             out.append(Example("hallucination", f"begin/{name}", verdict, response, (knowledge,)))
+    return out
+
+
+def dstc9(labels: Path, knowledge: Path, entries: list[tuple[Path, Path]]) -> list[Example]:
+    """System responses from a task-oriented dialogue challenge (hotels, restaurants, trains,
+    taxis, sights), each rated 1 to 5 by three people for how accurate it is against the
+    reference knowledge: one FAQ question and answer about the place. Judged against that
+    snippet: a mean rating of 4.5 or more is supported ("no"), 2 or less hallucinated
+    ("yes"), the rest left out. Ratings of the same text against the same snippet (systems
+    that wrote the same reply) are pooled. A closing question ("Anything else I can do for
+    you?") asserts nothing and is cut off; a text rated both ways against different snippets
+    is left out, and every text is kept once."""
+    gold = json.loads(labels.read_text(encoding="utf-8"))
+    docs = json.loads(knowledge.read_text(encoding="utf-8"))
+
+    def snippet(ref: dict) -> str:
+        doc = docs[ref["domain"]][str(ref["entity_id"])]["docs"][str(ref["doc_id"])]
+        return f"{doc['title'].strip()} {doc['body'].strip()}"
+
+    ratings: dict[tuple[str, str], list[int]] = {}
+    for outputs, rated in entries:
+        replies = json.loads(outputs.read_text(encoding="utf-8"))
+        scores = json.loads(rated.read_text(encoding="utf-8"))
+        if not len(replies) == len(scores) == len(gold):
+            raise SourceError(
+                f"{rated}: {len(replies)} replies, {len(scores)} ratings, {len(gold)} test turns"
+            )
+        for truth, reply, score in zip(gold, replies, scores):
+            if not (score and truth.get("target") and reply.get("target")):
+                continue
+            sentences = re.split(r"(?<=[.!?])\s+", (reply.get("response") or "").strip())
+            while sentences and sentences[-1].endswith("?"):
+                sentences.pop()
+            text = " ".join(sentences)
+            if 20 <= len(text) <= 300:
+                context = " ".join(snippet(ref) for ref in truth["knowledge"])
+                ratings.setdefault((text, context), []).extend(score["accuracy"])
+    verdicts: dict[str, list[tuple[str, str]]] = {}
+    for (text, context), given in ratings.items():
+        mean = sum(given) / len(given)
+        if mean >= 4.5 or mean <= 2:
+            verdicts.setdefault(text, []).append(("no" if mean >= 4.5 else "yes", context))
+    out = []
+    for text, found in verdicts.items():
+        if len({label for label, _ in found}) == 1:
+            label, context = found[0]
+            kind = "accurate" if label == "no" else "inaccurate"
+            out.append(Example("hallucination", f"dstc9/{kind}", label, text, (context,)))
     return out
 
 
@@ -800,6 +861,7 @@ HELD_OUT_SOURCE = {
     "wice": {"wice/supported": 40, "wice/partially_supported": 30, "wice/not_supported": 20},
     "fever": {"fever/supports": 100, "fever/refutes": 100},
     "stormfront": {"stormfront/hate": 120, "stormfront/no-hate": 120},
+    "dstc9": {"dstc9/accurate": 100, "dstc9/inaccurate": 100},
 }  # fmt: skip
 # Sources added after the leave-one-source-out runs: read and trained on only when named in
 # `--add` (or held out), each drawn from its own generator, so that a recipe without them
@@ -809,6 +871,7 @@ ADDED = {
     "additions": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
     "additions-split": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
     "wice-pages": {"hallucination": {"wice/page-elsewhere": 50, "wice/page-inside": 50}},
+    "dstc9": {"hallucination": {"dstc9/accurate": 50, "dstc9/inaccurate": 50}},
 }  # fmt: skip
 
 
@@ -856,6 +919,9 @@ def collect(
         more += additions(passages, random.Random(f"{SEED}:additions"), split=True)
     if "wice-pages" in added:  # under wice/: `select` leaves them out when WiCE is held out
         more += wice_pages(path("wice_dev"), count_tokens, random.Random(f"{SEED}:wice-pages"))
+    if "dstc9" in added or "dstc9/" in held_out:
+        rated = [(path(f"dstc9_out_{e}"), path(f"dstc9_rated_{e}")) for e in DSTC9_ENTRIES]
+        more += dstc9(path("dstc9_labels"), path("dstc9_knowledge"), rated)
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
