@@ -312,8 +312,10 @@ def test_dialogue_replies_are_labelled_by_their_pooled_accuracy_ratings(make_dat
         "0": {"title": "Is parking free at the Bijou?", "body": "Parking costs $45 a day."},
         "1": {"title": "Can I bring my dog?", "body": "Dogs are welcome at the Bijou."},
     }}}}  # fmt: skip
-    ref = lambda doc: {"target": True, "knowledge": [  # noqa: E731
-        {"domain": "hotel", "entity_id": 7, "doc_id": doc}]}
+
+    def ref(doc):
+        return {"target": True, "knowledge": [{"domain": "hotel", "entity_id": 7, "doc_id": doc}]}
+
     gold = [ref(0), ref(1), {"target": False}, ref(0), ref(1), ref(0)]
     entries = {
         "a": [

@@ -270,7 +270,7 @@ def dstc9(labels: Path, knowledge: Path, entries: list[tuple[Path, Path]]) -> li
             raise SourceError(
                 f"{rated}: {len(replies)} replies, {len(scores)} ratings, {len(gold)} test turns"
             )
-        for truth, reply, score in zip(gold, replies, scores):
+        for truth, reply, score in zip(gold, replies, scores, strict=True):
             if not (score and truth.get("target") and reply.get("target")):
                 continue
             sentences = re.split(r"(?<=[.!?])\s+", (reply.get("response") or "").strip())
