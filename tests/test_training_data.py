@@ -356,6 +356,41 @@ def test_dialogue_replies_are_labelled_by_their_pooled_accuracy_ratings(make_dat
         make_data.dstc9(tmp_path / "labels.json", tmp_path / "knowledge.json", pairs)
 
 
+def test_summaries_are_judged_against_their_whole_document_by_people_s_label(make_data, tmp_path):
+    memo = "Ann will buy butter. Mike checks the fridge for milk."
+    chat = "Tom: the train leaves at 9. Eva: I will be on it."
+    records = {
+        "samsum": [
+            {"id": "a_og", "doc": memo, "summary": "Ann buys butter.", "label": 1},
+            {"id": "a_1", "doc": memo, "summary": "Ann buys cheese.", "label": 0},
+            {"id": "a_2", "doc": memo, "summary": " Mike buys milk. ", "label": "0"},
+            {"id": "a_3", "doc": memo, "summary": "Mike checks for milk.", "label": 1},
+            {"id": "a_4", "doc": memo, "summary": "Mike checks for milk.", "label": 0},
+        ],
+        "news": [
+            {"id": "b_og", "doc": chat, "summary": "The train leaves at 9.", "label": "1"},
+            {"id": "b_1", "doc": chat, "summary": "Ann buys butter.", "label": 1},
+            {"id": "b_2", "doc": chat, "summary": "Eva will take the 10 o'clock train.", "label": 0},
+        ],
+    }
+    paths = {}
+    for domain, rows in records.items():
+        paths[domain] = tmp_path / f"{domain}.json"
+        paths[domain].write_text(json.dumps(rows))
+    examples = make_data.summedits(paths)
+    assert [(e.source, e.label, e.text, e.context, e.document) for e in examples] == [
+        ("summedits/inconsistent/samsum", "yes", "Ann buys cheese.", (memo,), memo),
+        ("summedits/inconsistent/samsum", "yes", "Mike buys milk.", (memo,), memo),
+        ("summedits/consistent/news", "no", "The train leaves at 9.", (chat,), chat),
+        ("summedits/inconsistent/news", "yes", "Eva will take the 10 o'clock train.", (chat,), chat),
+    ]  # labelled both ways, or written for two documents: left out
+    assert make_data.quality_row(examples[0], whole=True)["context"] == [memo]
+    records["news"].append({"id": "b_3", "doc": chat, "summary": "Eva is late.", "label": 2})
+    paths["news"].write_text(json.dumps(records["news"]))
+    with pytest.raises(make_data.SourceError, match="b_3 has label 2"):
+        make_data.summedits(paths)
+
+
 def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
     prefixes = {task: list(counts) for task, counts in make_data.PILOT.items()}
     for sources in make_data.ADDED.values():
