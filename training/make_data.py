@@ -335,6 +335,56 @@ def summedits(paths: dict[str, Path]) -> list[Example]:
     return out
 
 
+SUMMEDITS_TRAINED = ("sales_call", "sales_email")  # documents the authors' models wrote
+
+
+def summedits_sentences(paths: dict[str, Path], count_tokens) -> list[Example]:
+    """Training rows in the scorers' shape from SummEdits' summaries of sales calls and
+    emails (`--add summedits-sales`): each sentence of a summary against the 96-token window
+    of its document that BM25 ranks first for it, as the scorer picks. The consistent
+    summaries are paraphrases of a seed summary, so their sentences are supported claims
+    that do not copy the document: "no" when the window holds at least 60% of the sentence's
+    words (else it may rest on other windows, and is left out). An inconsistent summary
+    whose edit changed one sentence of its seed gives that sentence, "yes" against its
+    window: a small change (a name, a number, a negation, an added fact) to a sentence
+    otherwise supported. A sentence labelled both ways is left out."""
+    from localjudge.scorers.baselines import word_share
+    from localjudge.scorers.evidence import BM25, split_windows
+    from localjudge.scorers.text import split_statements
+
+    found: dict[str, set[tuple[str, str, str]]] = {}
+    for domain, path in paths.items():
+        records = json.loads(path.read_text(encoding="utf-8"))
+        windows_of: dict[str, tuple[list, BM25]] = {}
+        for record in records:
+            doc = record["doc"].strip()
+            if doc not in windows_of:
+                windows = split_windows(doc, count_tokens, WINDOW_TOKENS)
+                windows_of[doc] = (windows, BM25([w.text for w in windows]))
+            windows, bm25 = windows_of[doc]
+            sentences = split_statements(record["summary"].strip())
+            if str(record["label"]) == "1":
+                picked = [(s, "no") for s in sentences]
+            else:
+                seed = set(split_statements(record["original_summary"].strip()))
+                edited = [s for s in sentences if s not in seed]
+                picked = [(edited[0], "yes")] if len(edited) == 1 else []
+            for sentence, label in picked:
+                scores = bm25.scores(sentence)
+                best = windows[max(range(len(windows)), key=lambda i: (scores[i], -i))]
+                if label == "no" and (word_share(sentence, [best.text]) or 0) < 0.6:
+                    continue
+                found.setdefault(sentence, set()).add((label, best.text, domain))
+    out = []
+    for sentence, rows in found.items():
+        if len({label for label, _, _ in rows}) == 1:
+            label, window, domain = sorted(rows)[0]
+            kind = "sentence-consistent" if label == "no" else "sentence-edited"
+            out.append(Example("hallucination", f"summedits/{kind}/{domain}", label, sentence,
+                               (window,)))  # fmt: skip
+    return out
+
+
 def fever(*paths: Path) -> list[Example]:
     """FEVER claims against one Wikipedia sentence, in the symmetric set's pairs: each claim
     once with evidence that supports it ("no") and once with evidence edited to refute it
@@ -914,6 +964,9 @@ ADDED = {
     "additions-split": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
     "wice-pages": {"hallucination": {"wice/page-elsewhere": 50, "wice/page-inside": 50}},
     "dstc9": {"hallucination": {"dstc9/accurate": 50, "dstc9/inaccurate": 50}},
+    "summedits-sales": {
+        "hallucination": {"summedits/sentence-consistent": 60, "summedits/sentence-edited": 60}
+    },
 }  # fmt: skip
 
 
@@ -964,8 +1017,11 @@ def collect(
     if "dstc9" in added or "dstc9/" in held_out:
         rated = [(path(f"dstc9_out_{e}"), path(f"dstc9_rated_{e}")) for e in DSTC9_ENTRIES]
         more += dstc9(path("dstc9_labels"), path("dstc9_knowledge"), rated)
-    if "summedits/" in held_out:  # measured only: never in `--add`
+    if "summedits/" in held_out:  # the summaries, whole: measured only
         more += summedits({d: path(f"summedits_{d}") for d in SUMMEDITS_DOMAINS})
+    if "summedits-sales" in added:  # under summedits/: left out when SummEdits is held out
+        trained = {d: path(f"summedits_{d}") for d in SUMMEDITS_TRAINED}
+        more += summedits_sentences(trained, count_tokens)
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
