@@ -370,7 +370,7 @@ def test_summaries_are_judged_against_their_whole_document_by_people_s_label(mak
         "news": [
             {"id": "b_og", "doc": chat, "summary": "The train leaves at 9.", "label": "1"},
             {"id": "b_1", "doc": chat, "summary": "Ann buys butter.", "label": 1},
-            {"id": "b_2", "doc": chat, "summary": "Eva will take the 10 o'clock train.", "label": 0},
+            {"id": "b_2", "doc": chat, "summary": "Eva takes the 10:00 train.", "label": 0},
         ],
     }
     paths = {}
@@ -382,13 +382,50 @@ def test_summaries_are_judged_against_their_whole_document_by_people_s_label(mak
         ("summedits/inconsistent/samsum", "yes", "Ann buys cheese.", (memo,), memo),
         ("summedits/inconsistent/samsum", "yes", "Mike buys milk.", (memo,), memo),
         ("summedits/consistent/news", "no", "The train leaves at 9.", (chat,), chat),
-        ("summedits/inconsistent/news", "yes", "Eva will take the 10 o'clock train.", (chat,), chat),
+        ("summedits/inconsistent/news", "yes", "Eva takes the 10:00 train.", (chat,), chat),
     ]  # labelled both ways, or written for two documents: left out
     assert make_data.quality_row(examples[0], whole=True)["context"] == [memo]
     records["news"].append({"id": "b_3", "doc": chat, "summary": "Eva is late.", "label": 2})
     paths["news"].write_text(json.dumps(records["news"]))
     with pytest.raises(make_data.SourceError, match="b_3 has label 2"):
         make_data.summedits(paths)
+
+
+def test_summary_sentences_are_trained_against_the_window_bm25_picks(make_data, tmp_path):
+    first = "Dear Ann, I am Sam from Acme. Acme sells solar panels for farms across Ohio."
+    second = "Our panels cut power bills in half. The basic plan costs 90 dollars a month."
+    third = "The premium plan adds free repairs for life. Reply by Friday to get a discount."
+    doc = f"{first} {second} {third}"
+    seed = "Sam from Acme sells solar panels to farms in Ohio. The basic plan costs 90 dollars a month."
+
+    def edit(summary, label):
+        return {"doc": doc, "summary": summary, "original_summary": seed, "label": label}
+
+    records = [
+        edit(seed, 1),
+        edit(seed.replace("90", "60"), 0),  # the edited sentence, "yes"
+        edit(seed.replace("solar panels", "wind turbines").replace("90", "70"), 0),  # two edits
+        edit("Acme offers a discount and free repairs for farms that reply.", "1"),  # 55% words
+        edit("The basic plan costs 60 dollars a month.", 1),  # labelled both ways
+        edit(seed.replace("basic", "premium"), "0"),
+    ]
+    path = tmp_path / "sales_email.json"
+    path.write_text(json.dumps(records))
+    tokens = lambda text: 4 * len(text.split())  # noqa: E731  (windows of 24 words)
+    examples = make_data.summedits_sentences({"sales_email": path}, tokens)
+    windows = [
+        "Dear Ann, I am Sam from Acme. Acme sells solar panels for farms across Ohio. "
+        "Our panels cut power bills in half.",
+        "Our panels cut power bills in half. The basic plan costs 90 dollars a month. "
+        "The premium plan adds free repairs for life.",
+    ]
+    consistent, edited = "summedits/sentence-consistent/", "summedits/sentence-edited/"
+    assert [(e.source, e.label, e.text, e.context) for e in examples] == [
+        (consistent + "sales_email", "no", "Sam from Acme sells solar panels to farms in Ohio.",
+         (windows[0],)),
+        (consistent + "sales_email", "no", "The basic plan costs 90 dollars a month.", (windows[1],)),
+        (edited + "sales_email", "yes", "The premium plan costs 90 dollars a month.", (windows[1],)),
+    ]  # fmt: skip
 
 
 def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
