@@ -66,7 +66,8 @@ for _entry in DSTC9_ENTRIES:
     FILES[f"dstc9_rated_{_entry}"] = (DSTC9, f"results/{_entry}.human_eval.json")
 # SummEdits: summaries of documents from eight domains (the repository's billsum and shakespeare
 # files are over the snapshot size limit), each one of many edits of a seed summary that
-# people labelled consistent or not with its document. Measured only, never trained on.
+# people labelled consistent or not with its document. Measured whole (`--hold-out
+# summedits`); only the two sales domains are ever trained on (`--add summedits-sales`).
 SUMMEDITS = "salesforce+factualNLG"
 SUMMEDITS_DOMAINS = (
     "ectsum", "news", "podcast", "qmsumm", "sales_call", "sales_email", "samsum", "scitldr",
@@ -349,7 +350,7 @@ def summedits_sentences(paths: dict[str, Path], count_tokens) -> list[Example]:
     window: a small change (a name, a number, a negation, an added fact) to a sentence
     otherwise supported. A sentence labelled both ways is left out."""
     from localjudge.scorers.baselines import word_share
-    from localjudge.scorers.evidence import BM25, split_windows
+    from localjudge.scorers.evidence import BM25, candidate_windows, split_windows
     from localjudge.scorers.text import split_statements
 
     found: dict[str, set[tuple[str, str, str]]] = {}
@@ -370,8 +371,7 @@ def summedits_sentences(paths: dict[str, Path], count_tokens) -> list[Example]:
                 edited = [s for s in sentences if s not in seed]
                 picked = [(edited[0], "yes")] if len(edited) == 1 else []
             for sentence, label in picked:
-                scores = bm25.scores(sentence)
-                best = windows[max(range(len(windows)), key=lambda i: (scores[i], -i))]
+                best = windows[candidate_windows(windows, [sentence], 1, bm25)[0][0][0]]
                 if label == "no" and (word_share(sentence, [best.text]) or 0) < 0.6:
                     continue
                 found.setdefault(sentence, set()).add((label, best.text, domain))
@@ -436,7 +436,7 @@ def wice(path: Path, count_tokens, rng: random.Random) -> list[Example]:
     sentence sets ("no"); a partially supported claim against such a window ("yes": part of
     it is not stated); an unsupported one against the window BM25 ranks first for it, as the
     scorer would pick ("yes")."""
-    from localjudge.scorers.evidence import BM25, split_windows
+    from localjudge.scorers.evidence import candidate_windows, split_windows
 
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -446,8 +446,7 @@ def wice(path: Path, count_tokens, rng: random.Random) -> list[Example]:
         label, claim = record["label"], record["claim"].strip()
         window = None
         if label == "not_supported":
-            scores = BM25([w.text for w in windows]).scores(claim)
-            window = windows[max(range(len(windows)), key=lambda i: (scores[i], -i))]
+            window = windows[candidate_windows(windows, [claim], 1)[0][0][0]]
         else:
             sets = [s for s in record["supporting_sentences"] if s]
             rng.shuffle(sets)
