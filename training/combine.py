@@ -10,8 +10,17 @@ weights and, for both sets, the combination beside the judge alone and the word 
         --data training/data-J
 
 `--data`: the folder the run was evaluated on (make_data.py regenerates it); its rows must
-carry the saved labels in the saved order. Hallucination only (the feature is about a
-context). Runs in localjudge's own virtual environment.
+carry the saved labels in the saved order. `--likelihood FIT SOURCES`: the second feature is
+instead the base model's likelihood score (likelihood.py's outputs on the run's held-out
+split and on the held-out sources, the way FIT chose). `--sources RUN DATA`: the held-out
+sources are another evaluate.py output of the same judge (other rows), with its folder.
+Hallucination only (the features are about a context). Runs in localjudge's own virtual
+environment.
+
+    .venv/bin/python training/combine.py training/results/recipe9/quality-M-e2-statements.json \
+        --data training/data-M --likelihood training/results/likelihood/fit-M.json \
+        training/results/likelihood/summedits.json \
+        --sources training/results/summedits/quality-M-e2-statements.json training/data-S-only
 """
 
 from __future__ import annotations
@@ -38,9 +47,18 @@ def missing_share(row: Row) -> float:
     return max((1 - share for share in shares if share is not None), default=0.0)
 
 
-def features(scores: list[float], rows: list[Row]) -> np.ndarray:
+def features(scores: list[float], second: list[float]) -> np.ndarray:
     p = np.clip(np.asarray(scores, dtype=float), 1e-4, 1 - 1e-4)
-    return np.column_stack([np.ones(len(p)), np.log(p / (1 - p)), [missing_share(r) for r in rows]])
+    return np.column_stack([np.ones(len(p)), np.log(p / (1 - p)), second])
+
+
+def likelihood_scores(path: Path, entry: dict) -> list[float]:
+    """A likelihood.py output's row scores, in the way its fit chose, for these rows."""
+    saved_run = json.loads(path.read_text())
+    rows = saved_run["rows"]
+    if [r["label"] for r in rows] != entry["labels"]:
+        raise SystemExit(f"{path}: not the run's rows (labels differ)")
+    return [r[saved_run["summary"].get("way") or "mean"] for r in rows]
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -74,17 +92,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="an evaluate.py output")
     parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--likelihood", type=Path, nargs=2, metavar=("FIT", "SOURCES"))
+    parser.add_argument("--sources", nargs=2, metavar=("RUN", "DATA"))
     args = parser.parse_args(argv)
+    where = {"held-out": (args.run, args.data), "held-out sources": (args.run, args.data)}
+    if args.sources:
+        where["held-out sources"] = (Path(args.sources[0]), Path(args.sources[1]))
+    second_name = "likelihood" if args.likelihood else "missing share"
+
+    def second(name: str, entry: dict, rows: list[Row]) -> list[float]:
+        if args.likelihood:
+            return likelihood_scores(args.likelihood[list(FILES).index(name)], entry)
+        return [missing_share(r) for r in rows]
+
     train = saved(args.run, "held-out")
-    x = features(train["scores"], rows_for(args.data, "held-out", train))
+    train_rows = rows_for(args.data, "held-out", train)
+    x = features(train["scores"], second("held-out", train, train_rows))
     w = fit(x, np.asarray(train["labels"], dtype=float))
-    print(f"{args.run.name}: weights (bias, logit P(yes), missing share) = {np.round(w, 3)}")
+    print(f"{args.run.name}: weights (bias, logit P(yes), {second_name}) = {np.round(w, 3)}")
     print("| set | rows | way | BAcc at 0.5 | AUROC | combination minus it, BAcc |")
     print("|---|---:|---|---:|---:|---:|")
     for name in FILES:
-        entry = saved(args.run, name)
-        rows = rows_for(args.data, name, entry)
-        combined = 1 / (1 + np.exp(-features(entry["scores"], rows) @ w))
+        run, data = where[name]
+        entry = saved(run, name)
+        rows = rows_for(data, name, entry)
+        combined = 1 / (1 + np.exp(-features(entry["scores"], second(name, entry, rows)) @ w))
         ways = [("combination", list(combined), list(combined >= 0.5))]
         ways.append(("judge", entry["scores"], [s >= 0.5 for s in entry["scores"]]))
         shape = entry.get("statements", False)
@@ -96,9 +128,16 @@ def main(argv: list[str] | None = None) -> int:
             lead = found.differences.get(way)
             print(
                 f"| {name} | {len(rows)} | {way} | {i.balanced_accuracy:.3f} | "
-                f"{i.auroc.value:.3f} | {f'{lead.balanced_accuracy:+.3f}' if lead else ''} |"
+                f"{i.auroc.value:.3f} | {lead_text(lead)} |"
             )
     return 0
+
+
+def lead_text(lead) -> str:
+    """The combination's lead over a way: BAcc and AUROC with their 95% intervals."""
+    if lead is None:
+        return ""
+    return f"{lead.balanced_accuracy:+.3f} / AUROC {lead.auroc:+.3f}"
 
 
 if __name__ == "__main__":
