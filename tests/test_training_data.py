@@ -630,3 +630,92 @@ def test_combine_fits_on_the_trained_split_and_applies_the_weights_unchanged(tmp
     run.write_text(json.dumps({"sets": sets}))
     with pytest.raises(SystemExit, match="not the run's"):
         combine.main([str(run), "--data", str(data)])
+
+
+def test_likelihood_gains_are_each_statement_s_own_tokens_whatever_the_packing():
+    from localjudge.engine.fake import FakeEngine
+
+    likelihood = load_script("likelihood")
+    # after "\n\n" the fake model predicts the text before it again: a window makes a
+    # statement copied from its start certain, token by token, and says nothing of others
+    engine = FakeEngine(lambda prompt: " " + prompt[: -len("\n\n")], marker="\n\n")
+    scorer = likelihood.Scorer(engine, n_batch=200, sequences=3)
+    window = "The museum opens at 9. Tickets cost 12 euros."
+    jobs = [
+        (scorer.tokens(window * (i % 3 + 1) + "\n\n"), scorer.tokens(" The museum opens at 9."))
+        for i in range(7)
+    ] + [([], scorer.tokens(" Entry is free."))]
+    packed = scorer.logprobs(jobs)
+    assert len(engine.plans) > 1  # several decodes, some holding several sequences
+    assert max(len({t.seq_id for t in plan.tokens}) for plan in engine.plans) > 1
+    alone = [
+        likelihood.Scorer(FakeEngine(engine.script, marker="\n\n")).logprobs([j])[0] for j in jobs
+    ]
+    for got, want, (_, statement) in zip(packed, alone, jobs, strict=True):
+        assert got.shape == (len(statement),) and np.array_equal(got, want)
+    v = engine.n_vocab
+    # the predicted token's log-probability, another's while one is predicted, and any
+    # token's when none is
+    sure, wrong, blind = 10 - np.log(np.exp(10) + v - 1), -np.log(np.exp(10) + v - 1), -np.log(v)
+    assert np.allclose(packed[0], sure)  # first window only: the statement is its start
+    assert np.allclose(packed[1], sure)  # a window repeated: still its start
+    assert np.allclose(packed[-1], blind)  # no window: nothing predicted
+    # gains: the copied statement gains (sure - blind) a token; the other gains that on its
+    # first token (the space), loses on its second (the window predicts "T", not "E"), and
+    # is predicted no better than alone after that
+    per = likelihood.gains(scorer, [window], ["The museum opens at 9.", "Entry is free."])
+    assert [[g["window"] for g in s] for s in per] == [[0], [0]]
+    assert per[0][0]["mean"] == pytest.approx(sure - blind)
+    assert per[0][0]["lowest"] == pytest.approx(sure - blind)
+    n = len(scorer.tokens(" Entry is free."))
+    assert per[1][0]["mean"] == pytest.approx((sure + wrong - 2 * blind) / n)
+    assert per[1][0]["lowest"] == pytest.approx(wrong - blind)
+    # a row is as supported as its least supported statement, minus its gain
+    assert likelihood.row_score(per, "mean") == -per[1][0]["mean"]
+    assert likelihood.row_score(per[:1], "lowest") == pytest.approx(blind - sure)
+    with pytest.raises(SystemExit, match="longer than 200 tokens"):
+        scorer.logprobs([(scorer.tokens(window * 5), scorer.tokens(" It opens."))])
+
+
+def test_combine_takes_the_likelihood_as_second_feature_and_other_rows_as_sources(tmp_path, capsys):
+    combine = load_script("combine")
+    context = ["The museum opens at 9. Tickets cost 12 euros."]
+    claims = ["The museum opens at 9.", "It opens at 9."]  # word overlap: no help on either
+    labels = [i % 2 == 1 for i in range(20)]
+    for folder in ("data", "other"):
+        (tmp_path / folder).mkdir()
+        name = "heldout" if folder == "data" else "held-out-sources"
+        (tmp_path / folder / f"{name}_hallucination.jsonl").write_text(
+            "".join(
+                json.dumps({"context": context, "claim": claims[i % 2], "label": y, "group": "g"})
+                + "\n"
+                for i, y in enumerate(labels)
+            )
+        )
+
+    def saved(path: Path, name: str, scores: list[float]) -> Path:
+        entry = {"way": "tuned", "task": "hallucination", "set": name, "statements": True,
+                 "scores": scores, "labels": labels}  # fmt: skip
+        path.write_text(json.dumps({"sets": [entry]}))
+        return path
+
+    run = saved(tmp_path / "quality-run.json", "held-out", [0.3] * 20)
+    sources = saved(tmp_path / "quality-sources.json", "held-out sources", [0.3] * 20)
+
+    def likelihood(path: Path, ys: list[bool]) -> Path:  # it says what the labels say
+        rows = [{"label": y, "mean": 2.0 if y else -2.0, "lowest": 0.0} for y in ys]
+        path.write_text(json.dumps({"summary": {"way": "mean"}, "rows": rows}))
+        return path
+
+    fit, other = likelihood(tmp_path / "fit.json", labels), likelihood(tmp_path / "o.json", labels)
+    argv = [str(run), "--data", str(tmp_path / "data"), "--likelihood", str(fit), str(other),
+            "--sources", str(sources), str(tmp_path / "other")]  # fmt: skip
+    assert combine.main(argv) == 0
+    table = capsys.readouterr().out
+    assert "weights (bias, logit P(yes), likelihood)" in table
+    assert "| held-out sources | 20 | combination | 1.000 [1.000, 1.000] |" in table
+    assert "| held-out sources | 20 | judge | 0.500 [0.500, 0.500] |" in table
+    # a likelihood output of other rows is refused
+    likelihood(other, labels[::-1])
+    with pytest.raises(SystemExit, match="not the run's rows"):
+        combine.main(argv)

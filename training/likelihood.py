@@ -38,7 +38,8 @@ import numpy as np
 
 from localjudge.engine.llama import EngineConfig, LlamaEngine
 from localjudge.engine.plan import BatchToken, StepPlan
-from localjudge.quality.labelled import auroc, statements_of
+from localjudge.quality.calibration import choose_threshold
+from localjudge.quality.labelled import Agreement, auroc, statements_of
 from localjudge.quality.rows import read_rows
 from localjudge.scorers.baselines import word_share
 from localjudge.scorers.evidence import candidate_windows, context_text, split_windows
@@ -52,41 +53,48 @@ WAYS = ("mean", "lowest")
 class Scorer:
     """Token log-probabilities of statements after a prefix, many sequences per decode."""
 
-    def __init__(self, path: Path) -> None:
-        self.engine = LlamaEngine(path, EngineConfig(n_ctx=8192, n_seq_max=24, n_batch=512))
+    def __init__(self, engine, *, n_batch: int = 512, sequences: int = 20) -> None:
+        self.engine = engine  # a LlamaEngine (or localjudge's FakeEngine in tests)
+        self.n_batch = n_batch  # the engine's own n_batch at most
+        self.sequences = sequences  # below the engine's n_seq_max
+        self.bos = engine.tokenize("", add_special=True)
+        if not self.bos:
+            raise SystemExit(f"{engine.name}: no BOS token to predict a first token after")
 
     def tokens(self, text: str) -> list[int]:
         return self.engine.tokenize(text, add_special=False)
 
     def logprobs(self, jobs: list[tuple[list[int], list[int]]]) -> list[np.ndarray]:
         """For each (prefix, statement) job (token lists; BOS is put before the prefix),
-        the log-probability of each statement token given everything before it."""
-        bos = self.engine.tokenize("", add_special=True)
-        out: list[np.ndarray] = [np.empty(0)] * len(jobs)
-        order = list(range(len(jobs)))
-        while order:
-            batch, tokens, wanted = [], [], []
-            while order and len(batch) < 20:
-                i = order[0]
-                prefix, statement = jobs[i]
-                seq = bos + prefix + statement
-                if tokens and len(tokens) + len(seq) > 512:
+        the log-probability of each statement token given everything before it. Jobs are
+        packed, each its own sequence, into as few decodes as fit."""
+        out: list[np.ndarray] = []
+        pending = [self.bos + prefix + statement for prefix, statement in jobs]
+        if any(len(seq) > self.n_batch for seq in pending):
+            raise SystemExit(f"a statement with its window is longer than {self.n_batch} tokens")
+        done = 0
+        while done < len(jobs):
+            tokens, packed = [], []
+            while done + len(packed) < len(jobs) and len(packed) < self.sequences:
+                seq = pending[done + len(packed)]
+                if len(tokens) + len(seq) > self.n_batch:
                     break
-                order.pop(0)
-                first = len(bos) + len(prefix) - 1  # the token whose logits predict statement[0]
-                for pos, token in enumerate(seq[:512]):
-                    tokens.append(BatchToken(token, pos, len(batch), first <= pos < len(seq) - 1))
-                batch.append(i)
-                wanted.append((i, statement))
+                first = len(seq) - len(jobs[done + len(packed)][1]) - 1  # predicts statement[0]
+                tokens += [
+                    BatchToken(token, pos, len(packed), first <= pos < len(seq) - 1)
+                    for pos, token in enumerate(seq)
+                ]
+                packed.append(jobs[done + len(packed)][1])
             self.engine.clear()
             logits = self.engine.execute(StepPlan(tokens=tokens)).logits
             row = 0
-            for i, statement in wanted:
+            for statement in packed:
                 rows = logits[row : row + len(statement)].astype(np.float64)
                 row += len(statement)
                 top = rows.max(axis=1, keepdims=True)
                 norm = top[:, 0] + np.log(np.exp(rows - top).sum(axis=1))
-                out[i] = rows[np.arange(len(statement)), statement] - norm
+                out.append(rows[np.arange(len(statement)), statement] - norm)
+            done += len(packed)
         return out
 
 
@@ -119,18 +127,6 @@ def row_score(per_statement: list[list[dict]], way: str) -> float:
     return -min(max(g[way] for g in windows) for windows in per_statement if windows)
 
 
-def balanced_accuracy(labels: list[bool], scores: list[float], threshold: float) -> float:
-    pos = [s >= threshold for s, y in zip(scores, labels) if y]
-    neg = [s < threshold for s, y in zip(scores, labels) if not y]
-    return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2
-
-
-def best_threshold(labels: list[bool], scores: list[float]) -> float:
-    values = sorted(set(scores))
-    cuts = [(a + b) / 2 for a, b in zip(values, values[1:])] or values
-    return max(cuts, key=lambda t: balanced_accuracy(labels, scores, t))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", type=Path, help="hallucination rows (JSONL)")
@@ -140,29 +136,33 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--fit", action="store_true", help="choose the way and threshold here")
     group.add_argument("--apply", type=Path, help="a --fit run's --out: its way and threshold")
     parser.add_argument(
-        "--model", type=Path,
+        "--model",
+        type=Path,
         default=Path.home() / ".cache/localjudge/models/gemma-3-270m-q4_k_m.gguf",
     )
     args = parser.parse_args(argv)
     rows, errors = read_rows(args.data, "hallucination")
     if errors:
         raise SystemExit(f"{args.data}: {len(errors)} rows could not be read")
-    scorer = Scorer(args.model)
+    engine = LlamaEngine(args.model, EngineConfig(n_ctx=8192, n_seq_max=24, n_batch=512))
+    scorer = Scorer(engine)
     start = time.perf_counter()
     records = []
     for n, row in enumerate(rows):
         statements = statements_of(row.text)
         per = gains(scorer, list(row.context), statements)
         shares = [word_share(s, row.context) for s in statements]
-        records.append({
-            "label": row.label,
-            "group": row.group,
-            "statements": statements,
-            "gains": per,
-            "mean": row_score(per, "mean"),
-            "lowest": row_score(per, "lowest"),
-            "overlap": max((1 - x for x in shares if x is not None), default=0.0),
-        })
+        records.append(
+            {
+                "label": row.label,
+                "group": row.group,
+                "statements": statements,
+                "gains": per,
+                "mean": row_score(per, "mean"),
+                "lowest": row_score(per, "lowest"),
+                "overlap": max((1 - x for x in shares if x is not None), default=0.0),
+            }
+        )
         if (n + 1) % 50 == 0:
             print(f"{n + 1} rows, {time.perf_counter() - start:.0f} s", flush=True)
     labels = [r["label"] for r in records]
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         summary[f"auroc_{way}"] = auroc(labels, [r[way] for r in records])
     if args.fit:
         way = max(WAYS, key=lambda w: summary[f"auroc_{w}"])
-        threshold = best_threshold(labels, [r[way] for r in records])
+        threshold = choose_threshold(labels, [r[way] for r in records])
     elif args.apply:
         fitted = json.loads(args.apply.read_text())["summary"]
         way, threshold = fitted["way"], fitted["threshold"]
@@ -179,18 +179,20 @@ def main(argv: list[str] | None = None) -> int:
         way, threshold = None, None
     sets = []
     if way is not None:
-        scores = [r[way] for r in records]
-        summary.update(way=way, threshold=threshold)
-        summary["bacc"] = balanced_accuracy(labels, scores, threshold)
         # as evaluate.py saves a set (spread.py reads it): a score >= 0.5 is "hallucinated"
-        sets.append({
-            "task": "hallucination",
-            "set": args.set,
-            "statements": True,
-            "labels": labels,
-            "row_groups": [r["group"] for r in records],
-            "scores": [1 / (1 + math.exp(-(s - threshold))) for s in scores],
-        })
+        scores = [1 / (1 + math.exp(-(r[way] - threshold))) for r in records]
+        agreement = Agreement.of(labels, [s >= 0.5 for s in scores], scores)
+        summary.update(way=way, threshold=threshold, bacc=agreement.balanced_accuracy)
+        sets.append(
+            {
+                "task": "hallucination",
+                "set": args.set,
+                "statements": True,
+                "labels": labels,
+                "row_groups": [r["group"] for r in records],
+                "scores": scores,
+            }
+        )
     out = {"summary": summary, "sets": sets, "rows": records}
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(summary))
