@@ -426,6 +426,10 @@ def test_summary_sentences_are_trained_against_the_window_bm25_picks(make_data, 
         (consistent + "sales_email", "no", "The basic plan costs 90 dollars a month.", (windows[1],)),
         (edited + "sales_email", "yes", "The premium plan costs 90 dollars a month.", (windows[1],)),
     ]  # fmt: skip
+    # a label other than people's 0 or 1 is refused, as by the held-out reader
+    path.write_text(json.dumps([*records, edit(seed, "2")]))
+    with pytest.raises(make_data.SourceError, match="has label '2'"):
+        make_data.summedits_sentences({"sales_email": path}, tokens)
 
 
 def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):

@@ -310,6 +310,13 @@ def dstc9(labels: Path, knowledge: Path, entries: list[tuple[Path, Path]]) -> li
     return out
 
 
+def summedits_label(path: Path, record: dict) -> str:
+    """A SummEdits record's verdict: people's label 1 (consistent) "no", 0 "yes"."""
+    if str(record.get("label")) not in ("0", "1"):
+        raise SourceError(f"{path}: {record.get('id')} has label {record.get('label')!r}")
+    return "no" if str(record["label"]) == "1" else "yes"
+
+
 def summedits(paths: dict[str, Path]) -> list[Example]:
     """SummEdits: a summary judged against the whole document it summarises (a news article,
     a podcast or meeting transcript, an earnings call, a sales email or call, a chat, a
@@ -320,10 +327,8 @@ def summedits(paths: dict[str, Path]) -> list[Example]:
     domains: dict[tuple[str, str], str] = {}
     for domain, path in paths.items():
         for record in json.loads(path.read_text(encoding="utf-8")):
-            if str(record.get("label")) not in ("0", "1"):
-                raise SourceError(f"{path}: {record.get('id')} has label {record.get('label')!r}")
             pair = (record["summary"].strip(), record["doc"].strip())
-            found.setdefault(pair, set()).add("no" if str(record["label"]) == "1" else "yes")
+            found.setdefault(pair, set()).add(summedits_label(path, record))
             domains[pair] = domain
     texts = Counter(text for text, _ in found)
     out = []
@@ -364,7 +369,7 @@ def summedits_sentences(paths: dict[str, Path], count_tokens) -> list[Example]:
                 windows_of[doc] = (windows, BM25([w.text for w in windows]))
             windows, bm25 = windows_of[doc]
             sentences = split_statements(record["summary"].strip())
-            if str(record["label"]) == "1":
+            if summedits_label(path, record) == "no":
                 picked = [(s, "no") for s in sentences]
             else:
                 seed = set(split_statements(record["original_summary"].strip()))
