@@ -99,10 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.sources:
         where["held-out sources"] = (Path(args.sources[0]), Path(args.sources[1]))
     second_name = "likelihood" if args.likelihood else "missing share"
+    likelihood = dict(zip(FILES, args.likelihood, strict=True)) if args.likelihood else {}
 
     def second(name: str, entry: dict, rows: list[Row]) -> list[float]:
-        if args.likelihood:
-            return likelihood_scores(args.likelihood[list(FILES).index(name)], entry)
+        if likelihood:
+            return likelihood_scores(likelihood[name], entry)
         return [missing_share(r) for r in rows]
 
     train = saved(args.run, "held-out")

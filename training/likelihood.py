@@ -38,6 +38,7 @@ import numpy as np
 
 from localjudge.engine.llama import EngineConfig, LlamaEngine
 from localjudge.engine.plan import BatchToken, StepPlan
+from localjudge.model_registry import resolve
 from localjudge.quality.calibration import choose_threshold
 from localjudge.quality.labelled import Agreement, auroc, statements_of
 from localjudge.quality.rows import read_rows
@@ -103,13 +104,14 @@ def gains(scorer: Scorer, context: list[str], statements: list[str]) -> list[lis
     text = context_text(context)
     windows = split_windows(text, lambda t: len(scorer.tokens(t)), WINDOW_TOKENS)
     chosen, _ = candidate_windows(windows, statements, TOP_K)
+    prefixes = {w: scorer.tokens(windows[w].text + SEPARATOR) for ws in chosen for w in ws}
     jobs, where = [], []
     for s, statement in enumerate(statements):
         tokens = scorer.tokens(" " + statement.strip())
         jobs.append(([], tokens))  # the statement alone
         where.append((s, None))
         for w in chosen[s]:
-            jobs.append((scorer.tokens(windows[w].text + SEPARATOR), tokens))
+            jobs.append((prefixes[w], tokens))
             where.append((s, w))
     values = scorer.logprobs(jobs)
     alone = {s: values[j] for j, (s, w) in enumerate(where) if w is None}
@@ -136,15 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--fit", action="store_true", help="choose the way and threshold here")
     group.add_argument("--apply", type=Path, help="a --fit run's --out: its way and threshold")
     parser.add_argument(
-        "--model",
-        type=Path,
-        default=Path.home() / ".cache/localjudge/models/gemma-3-270m-q4_k_m.gguf",
+        "--model", default="gemma-3-270m", help="a registry name or a .gguf path (no adapter)"
     )
     args = parser.parse_args(argv)
     rows, errors = read_rows(args.data, "hallucination")
     if errors:
         raise SystemExit(f"{args.data}: {len(errors)} rows could not be read")
-    engine = LlamaEngine(args.model, EngineConfig(n_ctx=8192, n_seq_max=24, n_batch=512))
+    engine = LlamaEngine(
+        resolve(args.model).path, EngineConfig(n_ctx=8192, n_seq_max=24, n_batch=512)
+    )
     scorer = Scorer(engine)
     start = time.perf_counter()
     records = []
