@@ -913,13 +913,16 @@ def heldout(example: Example, share: float) -> bool:
     return int(example.key()[:8], 16) / 0xFFFFFFFF < share
 
 
-def take(examples: list[Example], by_source: dict[str, int], rng: random.Random) -> list[Example]:
-    """`by_source[prefix]` examples of each source prefix, drawn at random."""
+def take(
+    examples: list[Example], by_source: dict[str, int], rng: random.Random, *, upto: bool = False
+) -> list[Example]:
+    """`by_source[prefix]` examples of each source prefix, drawn at random. With `upto`, a
+    count is a ceiling: a source with fewer examples gives all it has."""
     chosen = []
     for prefix, n in by_source.items():
         pool = [e for e in examples if e.source.startswith(prefix)]
         rng.shuffle(pool)
-        if len(pool) < n:
+        if len(pool) < n and not upto:
             raise SourceError(f"{prefix}: {len(pool)} examples, {n} wanted")
         chosen.extend(pool[:n])
     return chosen
@@ -1159,14 +1162,15 @@ def select(
     for task, counts in PILOT.items():
         pool = [e for e in pools[task] if heldout(e, args.heldout_share) == (split == "heldout")]
         kept = {k: v for k, v in counts.items() if not k.startswith(unseen)}
-        picked = take(pool, split_counts(kept, split, args), rng)
+        upto = args.upto and split == "train"
+        picked = take(pool, split_counts(kept, split, args), rng, upto=upto)
         for name in args.add:
             if name not in args.hold_out:
                 wanted = {
                     k: v for k, v in ADDED[name].get(task, {}).items() if not k.startswith(unseen)
                 }  # a held-out source's text is never trained on, in whatever rows
                 added = split_counts(wanted, split, args)
-                picked += take(pool, added, random.Random(f"{SEED}:{split}:{name}"))
+                picked += take(pool, added, random.Random(f"{SEED}:{split}:{name}"), upto=upto)
         picks[task] = picked
     return picks
 
@@ -1178,6 +1182,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-share", type=float, default=0.2)
     parser.add_argument(
         "--scale", type=float, default=2.5, help="training examples: PILOT counts times this"
+    )
+    parser.add_argument(
+        "--upto",
+        action="store_true",
+        help="training counts are ceilings: a source with fewer examples than --scale asks "
+        "for gives all it has (for runs on an accelerator, which can afford every example)",
     )
     parser.add_argument(
         "--template-weight",

@@ -1,4 +1,4 @@
-"""Train one multi-task LoRA adapter for the embedded judge on CPU.
+"""Train one multi-task LoRA adapter for the embedded judge, on CPU (or a GPU: `--device cuda`).
 
     training/.venv/bin/python training/train.py --data training/data --out training/out/adapter
 
@@ -56,8 +56,13 @@ def shared_prefix(examples: list[dict]) -> int:
 class VerdictModel:
     """The model with its adapter, and P(yes) at the verdict position of a batch."""
 
-    def __init__(self, model_dir: Path, gguf: str, rank: int, alpha: float, dropout: float):
+    def __init__(
+        self, model_dir: Path, gguf: str, rank: int, alpha: float, dropout: float,
+        device: str = "cpu",
+    ):  # fmt: skip
         base = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf, dtype=torch.float32)
+        base.to(device)
+        self.device = torch.device(device)
         base.config.use_cache = True
         config = LoraConfig(
             r=rank,
@@ -73,7 +78,7 @@ class VerdictModel:
 
     def log_p(self, hidden: torch.Tensor, yes: list[int], no: list[int]) -> torch.Tensor:
         """(log P(yes), log P(no)) from final hidden states, over the verdict tokens only."""
-        ids = torch.tensor(yes + no)
+        ids = torch.tensor(yes + no, device=self.device)
         logits = hidden @ self.head[ids].T  # (B, len(yes) + len(no))
         both = torch.logsumexp(logits, dim=-1)
         log_yes = torch.logsumexp(logits[:, : len(yes)], dim=-1) - both
@@ -83,7 +88,7 @@ class VerdictModel:
     def batch_log_p(self, batch: list[dict], prefix_len: int) -> torch.Tensor:
         """log P(option) for a batch of one task: the shared prefix once, without gradients,
         then every example's own tokens from its KV cache."""
-        prefix = torch.tensor([batch[0]["ids"][:prefix_len]])
+        prefix = torch.tensor([batch[0]["ids"][:prefix_len]], device=self.device)
         with torch.no_grad():
             cache = self.inner(input_ids=prefix, use_cache=True).past_key_values
         cache.batch_repeat_interleave(len(batch))
@@ -92,7 +97,8 @@ class VerdictModel:
         ids = torch.zeros((len(batch), width), dtype=torch.long)
         for i, o in enumerate(own):  # right padding: causal attention never reads it
             ids[i, : len(o)] = torch.tensor(o)
-        positions = torch.arange(prefix_len, prefix_len + width)
+        ids = ids.to(self.device)
+        positions = torch.arange(prefix_len, prefix_len + width, device=self.device)
         hidden = self.inner(
             input_ids=ids,
             past_key_values=cache,
@@ -100,13 +106,14 @@ class VerdictModel:
             cache_position=positions,
             position_ids=positions.unsqueeze(0).expand(len(batch), -1),
         ).last_hidden_state
-        last = torch.tensor([len(o) - 1 for o in own])
-        picked = hidden[torch.arange(len(batch)), last]
+        last = torch.tensor([len(o) - 1 for o in own], device=self.device)
+        picked = hidden[torch.arange(len(batch), device=self.device), last]
         return self.log_p(picked, batch[0]["yes"], batch[0]["no"])
 
     def full_log_p(self, example: dict) -> torch.Tensor:
         """The same for one example with a plain forward over its whole prompt."""
-        hidden = self.inner(input_ids=torch.tensor([example["ids"]])).last_hidden_state
+        ids = torch.tensor([example["ids"]], device=self.device)
+        hidden = self.inner(input_ids=ids).last_hidden_state
         return self.log_p(hidden[:, -1], example["yes"], example["no"])
 
 
@@ -163,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-limit", type=int, default=200)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument(
+        "--device", default="cpu", help="torch device: cpu (the default), or cuda on a GPU machine"
+    )
     args = parser.parse_args(argv)
     if args.rank > 16:
         parser.error("--rank must be 16 or less")
@@ -176,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     tasks = sorted({e["task"] for e in train})
     prefixes = {t: shared_prefix([e for e in train + held if e["task"] == t]) for t in tasks}
     started = time.perf_counter()
-    model = VerdictModel(args.model_dir, args.gguf, args.rank, args.alpha, args.dropout)
+    model = VerdictModel(
+        args.model_dir, args.gguf, args.rank, args.alpha, args.dropout, device=args.device
+    )
     print(f"loaded in {time.perf_counter() - started:.0f} s; shared prefix tokens {prefixes}")
     model.model.print_trainable_parameters()
 
@@ -215,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     for step, batch in enumerate(order, 1):
         prefix_len = prefixes[batch[0]["task"]]
         log_p = model.batch_log_p(batch, prefix_len)
-        target = torch.tensor([label_index(e) for e in batch])
+        target = torch.tensor([label_index(e) for e in batch], device=model.device)
         loss = torch.nn.functional.nll_loss(log_p, target)
         optimiser.zero_grad()
         loss.backward()
@@ -266,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_after": after,
         "log": log,
         "threads": torch.get_num_threads(),
+        "device": str(model.device),
     }
     (args.out / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"saved {args.out} after {elapsed:.0f} s of training")
