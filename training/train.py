@@ -60,7 +60,13 @@ class VerdictModel:
         self, model_dir: Path, gguf: str, rank: int, alpha: float, dropout: float,
         device: str = "cpu",
     ):  # fmt: skip
-        base = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf, dtype=torch.float32)
+        # On CUDA (transformers 5.17, torch 2.11) the default SDPA attention disagreed with a
+        # full forward on the shared-prefix path by 1.7 in log P; eager attention agrees to
+        # 6e-6 there. On CPU the default passes `check` and is kept.
+        attention = {} if device == "cpu" else {"attn_implementation": "eager"}
+        base = AutoModelForCausalLM.from_pretrained(
+            model_dir, gguf_file=gguf, dtype=torch.float32, **attention
+        )
         base.to(device)
         self.device = torch.device(device)
         base.config.use_cache = True
