@@ -453,6 +453,7 @@ def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
             template_weight=1.0,
             add=list(add),
             hold_out=list(hold_out),
+            upto=False,
         )
         seed = make_data.SEED + (1 if split == "train" else 2)
         return make_data.select(pools, split, random.Random(seed), args)
@@ -473,6 +474,37 @@ def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
         assert not any(e.source.startswith("stormfront/") for t in held for e in held[t])
         held = select(split, add=["wice-pages"], hold_out=["wice"])  # rows made of its text
         assert not any(e.source.startswith("wice/") for t in held for e in held[t])
+
+
+def test_upto_makes_training_counts_ceilings_and_leaves_every_full_draw_alone(make_data):
+    short = "snli/neutral"  # a source with fewer training examples than --scale asks for
+    pools = {
+        task: [
+            make_data.Example(task, f"{p}x" if p.endswith("/") else p, "no", f"{p} text {i}")
+            for p in counts
+            for i in range(150 if p == short else 3000)
+        ]
+        for task, counts in make_data.PILOT.items()
+    }
+
+    def select(split, upto):
+        args = argparse.Namespace(
+            heldout_share=0.2, scale=4.0, template_weight=1.0, add=[], hold_out=[], upto=upto
+        )
+        seed = make_data.SEED + (1 if split == "train" else 2)
+        return make_data.select(pools, split, random.Random(seed), args)
+
+    with pytest.raises(make_data.SourceError, match=f"{short}: .* examples, 160 wanted"):
+        select("train", upto=False)
+    deep = select("train", upto=True)["hallucination"]
+    in_train = [e for e in pools["hallucination"] if not make_data.heldout(e, 0.2)]
+    assert sorted(e.text for e in deep if e.source == short) == sorted(
+        e.text for e in in_train if e.source == short
+    )  # all it has
+    every_other = sum(n * 4 for p, n in make_data.PILOT["hallucination"].items() if p != short)
+    assert len(deep) == every_other + sum(e.source == short for e in in_train)
+    # the held-out split's counts do not grow with --scale, and --upto leaves them as they were
+    assert select("heldout", upto=True) == select("heldout", upto=False)
 
 
 def test_additions_copy_a_context_sentence_and_add_what_it_does_not_say(make_data):
