@@ -6,12 +6,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import io
 import json
+import lzma
 import random
 import re
 import sys
+import tarfile
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 
@@ -755,3 +759,45 @@ def test_combine_takes_the_likelihood_as_second_feature_and_other_rows_as_source
     likelihood(other, labels[::-1])
     with pytest.raises(SystemExit, match="not the run's rows"):
         combine.main(argv)
+
+
+def test_a_device_pack_zeroes_only_embedding_rows_no_example_holds(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "device_pack", ROOT / "training" / "device_pack.py"
+    )
+    pack = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pack)
+    source = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(source, "gemma3")
+    embedding = np.arange(8 * 4, dtype=np.float32).reshape(8, 4) + 1
+    other = np.full((2, 4), 7, dtype=np.float32)
+    writer.add_tensor(pack.EMBEDDING, embedding)
+    writer.add_tensor("blk.0.attn_q.weight", other)
+    for write in (writer.write_header_to_file, writer.write_kv_data_to_file):
+        write()
+    writer.write_tensors_to_file()
+    writer.close()
+    fold = tmp_path / "data-X"
+    fold.mkdir()
+    example = {"ids": [1, 5], "yes": [6], "no": [5]}
+    (fold / "train.tokens.jsonl").write_text(json.dumps(example) + "\n")
+    (fold / "heldout.tokens.jsonl").write_text(json.dumps({**example, "ids": [0]}) + "\n")
+
+    used = pack.used_tokens([fold])
+    assert used == {0, 1, 5, 6}
+    target = tmp_path / "zeroed.gguf"
+    assert pack.zero_unused_rows(source, target, used) == (4, 8)
+    tensors = {t.name: np.array(t.data) for t in gguf.GGUFReader(target).tensors}
+    for row in range(8):
+        expected = embedding[row] if row in used else np.zeros(4, dtype=np.float32)
+        assert (tensors[pack.EMBEDDING][row] == expected).all()
+    assert (tensors["blk.0.attn_q.weight"] == other).all()
+    with pytest.raises(ValueError, match="past the embedding"):
+        pack.zero_unused_rows(source, tmp_path / "bad.gguf", {8})
+
+    parts = pack.write_parts({"model/zeroed.gguf": target}, tmp_path, 100)
+    assert [p.name for p in parts][:2] == ["part.00", "part.01"]
+    assert all(p.stat().st_size <= 100 for p in parts)
+    joined = b"".join(p.read_bytes() for p in parts)
+    with tarfile.open(fileobj=io.BytesIO(lzma.decompress(joined))) as tar:
+        assert tar.extractfile("model/zeroed.gguf").read() == target.read_bytes()
