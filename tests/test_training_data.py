@@ -762,11 +762,7 @@ def test_combine_takes_the_likelihood_as_second_feature_and_other_rows_as_source
 
 
 def test_a_device_pack_zeroes_only_embedding_rows_no_example_holds(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "device_pack", ROOT / "training" / "device_pack.py"
-    )
-    pack = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pack)
+    pack = load_script("device_pack")
     source = tmp_path / "tiny.gguf"
     writer = gguf.GGUFWriter(source, "gemma3")
     embedding = np.arange(8 * 4, dtype=np.float32).reshape(8, 4) + 1

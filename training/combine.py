@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def lead_text(lead) -> str:
-    """The combination's lead over a way: BAcc and AUROC with their 95% intervals."""
+    """The combination's lead over a way, in BAcc and in AUROC (point values)."""
     if lead is None:
         return ""
     return f"{lead.balanced_accuracy:+.3f} / AUROC {lead.auroc:+.3f}"

@@ -42,7 +42,6 @@ from localjudge.model_registry import resolve
 from localjudge.quality.calibration import choose_threshold
 from localjudge.quality.labelled import Agreement, auroc, statements_of
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.baselines import word_share
 from localjudge.scorers.evidence import candidate_windows, context_text, split_windows
 
 WINDOW_TOKENS = 96
@@ -141,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         "--model", default="gemma-3-270m", help="a registry name or a .gguf path (no adapter)"
     )
     args = parser.parse_args(argv)
+    from combine import missing_share  # word overlap's graded share, as combine.py reads it
+
     rows, errors = read_rows(args.data, "hallucination")
     if errors:
         raise SystemExit(f"{args.data}: {len(errors)} rows could not be read")
@@ -153,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     for n, row in enumerate(rows):
         statements = statements_of(row.text)
         per = gains(scorer, list(row.context), statements)
-        shares = [word_share(s, row.context) for s in statements]
         records.append(
             {
                 "label": row.label,
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 "gains": per,
                 "mean": row_score(per, "mean"),
                 "lowest": row_score(per, "lowest"),
-                "overlap": max((1 - x for x in shares if x is not None), default=0.0),
+                "overlap": missing_share(row),
             }
         )
         if (n + 1) % 50 == 0:
