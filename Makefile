@@ -11,7 +11,7 @@ WHEELHOUSE  ?=
 PIP_SOURCE  := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 TEST_WHEELHOUSE := .localjudge/wheelhouse
 
-.PHONY: install run test test-fast test-report lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps browser-deps train-judge train-deps
+.PHONY: install run test test-fast test-report lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps browser-deps train-judge train-deps test-training
 
 install: $(STAMP)
 	@$(PY) -m localjudge models assemble >/dev/null
@@ -115,6 +115,11 @@ train-judge: install train-deps
 		--llama-cpp $(LLAMA_CPP_SRC) --outfile $(TUNED_ADAPTER)
 	$(PY) training/evaluate.py --adapter $(TUNED_ADAPTER) --data training/data \
 		--out training/out/quality.json
+
+# train.py's own tests, in the training venv (localjudge's venv has no torch and skips them)
+test-training: train-deps
+	$(TRAIN_VENV)/bin/python -m pytest -q -p no:cacheprovider -p no:localjudge --noconftest \
+		tests/test_train_resume.py
 
 # Same set-up, with llama.cpp built for CUDA (needs nvcc); then n_gpu_layers defaults to all.
 install-cuda:

@@ -16,23 +16,39 @@ Two things keep it affordable on two cores:
   step without gradients, with the current adapter, and their KV cache is shared by the
   batch; gradients flow through each example's own tokens. `--check` compares this with a
   plain full forward before training starts.
+
+A long run can be split into sittings: every `--checkpoint-every` steps, and when the process
+gets SIGINT or SIGTERM (after the step under way), it saves the adapter, the optimiser, the
+schedule, the random state and its log to `OUT/checkpoint.pt`; the same command with `--resume`
+goes on from there and ends with the adapter an unbroken run makes (tests/test_train_resume.py).
+`--pause-at STEP` stops on purpose after that step.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
+import signal
 import sys
 import time
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, get_peft_model
+from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 from transformers import AutoModelForCausalLM
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load_examples(path: Path, limit: int | None) -> list[dict]:
@@ -56,17 +72,7 @@ def shared_prefix(examples: list[dict]) -> int:
 class VerdictModel:
     """The model with its adapter, and P(yes) at the verdict position of a batch."""
 
-    def __init__(
-        self, model_dir: Path, gguf: str, rank: int, alpha: float, dropout: float,
-        device: str = "cpu",
-    ):  # fmt: skip
-        # On CUDA (transformers 5.17, torch 2.11) the default SDPA attention disagreed with a
-        # full forward on the shared-prefix path by 1.7 in log P; eager attention agrees to
-        # 6e-6 there. On CPU the default passes `check` and is kept.
-        attention = {} if device == "cpu" else {"attn_implementation": "eager"}
-        base = AutoModelForCausalLM.from_pretrained(
-            model_dir, gguf_file=gguf, dtype=torch.float32, **attention
-        )
+    def __init__(self, base, rank: int, alpha: float, dropout: float, device: str = "cpu"):
         base.to(device)
         self.device = torch.device(device)
         base.config.use_cache = True
@@ -121,6 +127,17 @@ class VerdictModel:
         ids = torch.tensor([example["ids"]], device=self.device)
         hidden = self.inner(input_ids=ids).last_hidden_state
         return self.log_p(hidden[:, -1], example["yes"], example["no"])
+
+
+def load_base(model_dir: Path, gguf: str, device: str):
+    """The embedded GGUF, dequantised to float32 by transformers."""
+    # On CUDA (transformers 5.17, torch 2.11) the default SDPA attention disagreed with a
+    # full forward on the shared-prefix path by 1.7 in log P; eager attention agrees to
+    # 6e-6 there. On CPU the default passes `check` and is kept.
+    attention = {} if device == "cpu" else {"attn_implementation": "eager"}
+    return AutoModelForCausalLM.from_pretrained(
+        model_dir, gguf_file=gguf, dtype=torch.float32, **attention
+    )
 
 
 def check(model: VerdictModel, examples: list[dict], prefix_len: int) -> float:
@@ -179,9 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--device", default="cpu", help="torch device: cpu (the default), or cuda on a GPU machine"
     )
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=20, help="save OUT/checkpoint.pt every N steps"
+    )
+    parser.add_argument("--pause-at", type=int, default=None, help="checkpoint and stop here")
+    parser.add_argument("--resume", action="store_true", help="go on from OUT/checkpoint.pt")
     args = parser.parse_args(argv)
     if args.rank > 16:
         parser.error("--rank must be 16 or less")
+    if args.checkpoint_every < 1:
+        parser.error("--checkpoint-every must be 1 or more")
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -191,10 +215,29 @@ def main(argv: list[str] | None = None) -> int:
     held = load_examples(args.data / "heldout.tokens.jsonl", args.eval_limit)
     tasks = sorted({e["task"] for e in train})
     prefixes = {t: shared_prefix([e for e in train + held if e["task"] == t]) for t in tasks}
+    recipe = {
+        "train_sha256": sha256(args.data / "train.tokens.jsonl"),
+        **{k: getattr(args, k) for k in ("gguf", "rank", "alpha", "dropout", "lr", "batch")},
+        **{k: getattr(args, k) for k in ("epochs", "limit", "eval_limit", "seed")},
+    }
+    saved = args.out / "checkpoint.pt"
+    if saved.exists() and not args.resume:
+        print(f"train: {saved} holds a paused run; pass --resume, or remove it", file=sys.stderr)
+        return 2
+    if args.resume and not saved.exists():
+        print(f"train: --resume, but there is no {saved}", file=sys.stderr)
+        return 2
+    state = torch.load(saved, map_location="cpu", weights_only=False) if args.resume else None
+    if state is not None and state["recipe"] != recipe:
+        differ = sorted(k for k in recipe if state["recipe"].get(k) != recipe[k])
+        print(f"train: {saved} was made with other {', '.join(differ)}", file=sys.stderr)
+        return 2
+
     started = time.perf_counter()
     model = VerdictModel(
-        args.model_dir, args.gguf, args.rank, args.alpha, args.dropout, device=args.device
-    )
+        load_base(args.model_dir, args.gguf, args.device),
+        args.rank, args.alpha, args.dropout, device=args.device,
+    )  # fmt: skip
     print(f"loaded in {time.perf_counter() - started:.0f} s; shared prefix tokens {prefixes}")
     model.model.print_trainable_parameters()
 
@@ -206,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             print("train: the shared-prefix path disagrees with a full forward", file=sys.stderr)
             return 1
 
-    before = evaluate(model, held, prefixes, args.batch)
+    before = state["before"] if state else evaluate(model, held, prefixes, args.batch)
     print("held-out before:", json.dumps(before))
 
     batches = []
@@ -225,12 +268,47 @@ def main(argv: list[str] | None = None) -> int:
         optimiser,
         lambda s: min(1.0, (s + 1) / warmup) * max(0.05, 1 - s / steps),
     )
+    run = {"step": 0, "log": [], "tokens": 0, "own_tokens": 0, "seconds": 0.0, "sittings": []}
+    run["window"] = {"loss": 0.0, "right": 0, "n": 0}
+    if state:
+        set_peft_model_state_dict(model.model, state["adapter"])
+        optimiser.load_state_dict(state["optimiser"])
+        schedule.load_state_dict(state["schedule"])
+        torch.set_rng_state(state["rng"])
+        if state.get("cuda_rng") is not None and model.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], model.device)
+        run = state["run"]
+        print(f"resumed from {saved} at step {run['step']} of {steps}")
+
+    stop = []
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda signum, frame: stop.append(signum))
+
+    def save_checkpoint() -> None:
+        cuda_rng = torch.cuda.get_rng_state(model.device) if model.device.type == "cuda" else None
+        args.out.mkdir(parents=True, exist_ok=True)
+        partial = saved.with_suffix(".pt.partial")
+        torch.save(
+            {
+                "recipe": recipe,
+                "before": before,
+                "run": run,
+                "adapter": get_peft_model_state_dict(model.model),
+                "optimiser": optimiser.state_dict(),
+                "schedule": schedule.state_dict(),
+                "rng": torch.get_rng_state(),
+                "cuda_rng": cuda_rng,
+            },
+            partial,
+        )
+        partial.replace(saved)
+
     model.model.train()
-    log = []
-    tokens = own_tokens = 0
-    train_start = time.perf_counter()
-    window_loss, window_right, window_n = 0.0, 0, 0
-    for step, batch in enumerate(order, 1):
+    first = run["step"]
+    sitting_start = time.perf_counter()
+    window = run["window"]
+    for step in range(first + 1, steps + 1):
+        batch = order[step - 1]
         prefix_len = prefixes[batch[0]["task"]]
         log_p = model.batch_log_p(batch, prefix_len)
         target = torch.tensor([label_index(e) for e in batch], device=model.device)
@@ -241,32 +319,53 @@ def main(argv: list[str] | None = None) -> int:
         optimiser.step()
         schedule.step()
         own = sum(len(e["ids"]) - prefix_len for e in batch)
-        own_tokens += own
-        tokens += own + prefix_len
-        window_loss += loss.item() * len(batch)
-        window_right += int((log_p.argmax(-1) == target).sum())
-        window_n += len(batch)
+        run["step"] = step
+        run["own_tokens"] += own
+        run["tokens"] += own + prefix_len
+        window["loss"] += loss.item() * len(batch)
+        window["right"] += int((log_p.argmax(-1) == target).sum())
+        window["n"] += len(batch)
+        elapsed = run["seconds"] + time.perf_counter() - sitting_start
         if step % 10 == 0 or step == steps:
-            elapsed = time.perf_counter() - train_start
             entry = {
                 "step": step,
                 "of": steps,
-                "loss": round(window_loss / window_n, 4),
-                "accuracy": round(window_right / window_n, 3),
+                "loss": round(window["loss"] / window["n"], 4),
+                "accuracy": round(window["right"] / window["n"], 3),
                 "examples_per_s": round(step * args.batch / elapsed, 3),
-                "prompt_tokens_per_s": round(tokens / elapsed, 1),
-                "own_tokens_per_s": round(own_tokens / elapsed, 1),
+                "prompt_tokens_per_s": round(run["tokens"] / elapsed, 1),
+                "own_tokens_per_s": round(run["own_tokens"] / elapsed, 1),
                 "elapsed_s": round(elapsed),
             }
-            log.append(entry)
+            run["log"].append(entry)
             print(json.dumps(entry), flush=True)
-            window_loss, window_right, window_n = 0.0, 0, 0
-    elapsed = time.perf_counter() - train_start
+            window.update(loss=0.0, right=0, n=0)
+        pause = bool(stop) or step == args.pause_at
+        if step < steps and (pause or step % args.checkpoint_every == 0):
+            sitting = time.perf_counter() - sitting_start
+            run["sittings"].append(
+                {"steps": [first, step], "seconds": round(sitting), "device": str(model.device)}
+            )
+            run["seconds"] += sitting
+            save_checkpoint()
+            run["seconds"] -= sitting
+            run["sittings"].pop()
+            if pause:
+                why = f"signal {stop[0]}" if stop else "--pause-at"
+                print(f"train: paused at step {step} of {steps} ({why}); saved {saved}.")
+                print("train: run the same command with --resume to go on.")
+                return 75
+    sitting = time.perf_counter() - sitting_start
+    run["sittings"].append(
+        {"steps": [first, steps], "seconds": round(sitting), "device": str(model.device)}
+    )
+    elapsed = run["seconds"] + sitting
 
     after = evaluate(model, held, prefixes, args.batch)
     print("held-out after:", json.dumps(after))
     args.out.mkdir(parents=True, exist_ok=True)
     model.model.save_pretrained(args.out)
+    tokens, own_tokens = run["tokens"], run["own_tokens"]
     summary = {
         "examples": len(train),
         "steps": steps,
@@ -275,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         "rank": args.rank,
         "alpha": args.alpha,
         "lr": args.lr,
+        "seed": args.seed,
         "train_seconds": round(elapsed),
         "examples_per_s": round(steps * args.batch / elapsed, 3),
         "prompt_tokens_per_s": round(tokens / elapsed, 1),
@@ -282,11 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         "shared_prefix_tokens": prefixes,
         "heldout_before": before,
         "heldout_after": after,
-        "log": log,
+        "log": run["log"],
+        "sittings": run["sittings"],
         "threads": torch.get_num_threads(),
         "device": str(model.device),
     }
     (args.out / "training_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    saved.unlink(missing_ok=True)
     print(f"saved {args.out} after {elapsed:.0f} s of training")
     return 0
 

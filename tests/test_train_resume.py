@@ -1,0 +1,114 @@
+"""training/train.py split into sittings ends with the adapter an unbroken run makes.
+
+Needs the training toolchain (torch, transformers, peft): run it with training/.venv's python
+(`make test-training`); skipped in localjudge's own venv, which has none of them. The model is
+a tiny Gemma 3 with random weights, so the test reads nothing from disk but its own files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("peft")
+safetensors = pytest.importorskip("safetensors.torch")
+
+# the pinned toolchain's own deprecation notices (peft 0.21 reads transformers 5.24's
+# `is_gradient_checkpointing`; train.py passes `past_key_values`, which 5.40 renames)
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+ROOT = Path(__file__).resolve().parents[1]
+VOCAB = 64
+YES, NO = [5, 6], [7]
+
+
+def load_train(monkeypatch):
+    spec = importlib.util.spec_from_file_location("train", ROOT / "training" / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def tiny_base(model_dir, gguf, device):
+        torch.manual_seed(0)
+        config = transformers.Gemma3TextConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=16,
+            max_position_embeddings=256,
+            sliding_window=256,
+        )
+        return transformers.Gemma3ForCausalLM(config).eval()
+
+    monkeypatch.setattr(module, "load_base", tiny_base)
+    return module
+
+
+def write_data(folder: Path) -> None:
+    draw = random.Random(3)
+    folder.mkdir()
+    for name, count in (("train", 48), ("heldout", 8)):
+        rows = []
+        for i in range(count):
+            task = ("hallucination", "toxicity")[i % 2]
+            prefix = [10, 11, 12, 13] if task == "hallucination" else [20, 21, 22]
+            own = [draw.randrange(30, VOCAB) for _ in range(draw.randrange(3, 7))]
+            label = "yes" if own[0] % 2 else "no"
+            rows.append({"task": task, "ids": prefix + own, "yes": YES, "no": NO, "label": label})
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        (folder / f"{name}.tokens.jsonl").write_text(text)
+
+
+def argv(data: Path, out: Path, *more: str) -> list[str]:
+    common = ["--data", str(data), "--model-dir", str(data), "--out", str(out)]
+    return common + ["--batch", "4", "--epochs", "2", "--seed", "5", *more]
+
+
+def adapter(out: Path) -> dict:
+    return safetensors.load_file(str(out / "adapter_model.safetensors"))
+
+
+def test_a_run_paused_and_resumed_ends_with_the_adapter_of_an_unbroken_run(tmp_path, monkeypatch):
+    train = load_train(monkeypatch)
+    data = tmp_path / "data"
+    write_data(data)
+    whole, split = tmp_path / "whole", tmp_path / "split"
+
+    assert train.main(argv(data, whole)) == 0  # 24 steps, a checkpoint every 20
+    assert not (whole / "checkpoint.pt").exists()
+
+    assert train.main(argv(data, split, "--pause-at", "7")) == 75
+    assert (split / "checkpoint.pt").exists()
+    assert not (split / "adapter_model.safetensors").exists()
+    assert train.main(argv(data, split)) == 2  # a paused run is never started over by mistake
+    assert train.main(argv(data, split, "--seed", "6", "--resume")) == 2  # another recipe
+    assert train.main(argv(data, split, "--pause-at", "15", "--resume")) == 75
+    assert train.main(argv(data, split, "--resume")) == 0
+    assert not (split / "checkpoint.pt").exists()
+
+    a, b = adapter(whole), adapter(split)
+    assert a.keys() == b.keys() and a
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    first = json.loads((whole / "training_summary.json").read_text())
+    second = json.loads((split / "training_summary.json").read_text())
+    assert [(e["step"], e["loss"]) for e in first["log"]] == [
+        (e["step"], e["loss"]) for e in second["log"]
+    ]
+    assert [s["steps"] for s in second["sittings"]] == [[0, 7], [7, 15], [15, 24]]
+    assert first["heldout_after"] == second["heldout_after"]
+
+
+def test_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch):
+    train = load_train(monkeypatch)
+    data = tmp_path / "data"
+    write_data(data)
+    assert train.main(argv(data, tmp_path / "out", "--resume")) == 2
+    assert not (tmp_path / "out").exists()
