@@ -598,6 +598,44 @@ def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match
     assert alone.differences == {} and set(alone.ways) == {"judge"}
 
 
+def test_spread_means_of_seeds_pair_every_run_on_the_same_resamples(tmp_path):
+    spread = load_script("spread")
+    labels = [i % 3 == 0 for i in range(30)]
+    groups = ["g"] * len(labels)
+
+    def run(name: str, scores: list[float], rows=labels) -> Path:
+        entry = {
+            "way": "tuned", "task": "hallucination", "set": "held-out sources",
+            "scores": scores, "labels": rows, "row_groups": groups,
+        }  # fmt: skip
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"sets": [entry]}))
+        return path
+
+    right = run("right", [0.9 if y else 0.1 for y in labels])  # BAcc 1, AUROC 1
+    wrong = run("wrong", [0.1 if y else 0.9 for y in labels])  # BAcc 0, AUROC 0
+    flat = run("flat", [0.6] * len(labels))  # BAcc 0.5, AUROC 0.5
+    ((task, name, means),) = spread.mean_rows([right, wrong], [flat, flat])
+    assert (task, name) == ("hallucination", "held-out sources")
+    # every resample holds both classes, so each figure is the same in all of them
+    for figure in (*means["side"], *means["against"], *means["difference"]):
+        assert figure.low == figure.value == figure.high
+    assert [f.value for f in means["side"]] == [0.5, 0.5]
+    assert [f.value for f in means["difference"]] == [0.0, 0.0]
+    ((_, _, means),) = spread.mean_rows([right, flat], [wrong, flat])
+    assert [f.value for f in means["difference"]] == [0.5, 0.5]
+    # scores that differ row by row: the difference of the means, paired resample by resample
+    noisy = run("noisy", [(i * 7 % 10) / 10 for i in range(len(labels))])
+    ((_, _, means),) = spread.mean_rows([noisy, right], [noisy, flat])
+    bacc, area = means["difference"]
+    assert (bacc.value, area.value) == pytest.approx((0.25, 0.25), abs=1e-12)
+    # noisy cancels out on the same rows, in every resample
+    assert (bacc.low, bacc.high, area.low, area.high) == pytest.approx((0.25,) * 4, abs=1e-12)
+    # a run on other rows leaves the set out
+    moved = run("moved", [0.5] * len(labels), rows=labels[::-1])
+    assert spread.mean_rows([right, moved], [flat, flat]) == []
+
+
 def test_spread_gives_the_baselines_the_shape_the_run_was_judged_in(tmp_path):
     spread = load_script("spread")
     context = ["The museum opens at 9. Tickets cost 12 euros."]

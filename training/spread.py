@@ -10,6 +10,11 @@ groups in the same order (another set is shown without it).
         training/results/recipe3/quality-G-e2-seed7.json [--data training/data-G] \
         [--against training/results/recipe4/quality-I-e2.json]
 
+With `--mean-of A B --against-mean-of C D`: each side's mean, over its runs (seeds), of
+balanced accuracy and AUROC on the sets every run judged on the same rows, and the
+difference of the two means, all on the same resamples (RESULTS.md, "Seven times the data at
+a second seed").
+
 Runs in localjudge's own virtual environment.
 """
 
@@ -19,7 +24,17 @@ import argparse
 import json
 from pathlib import Path
 
-from localjudge.quality.intervals import intervals
+import numpy as np
+
+from localjudge.quality.intervals import (
+    LEVEL,
+    aurocs,
+    balanced_accuracies,
+    draws,
+    interval,
+    intervals,
+    rows_as_drawn,
+)
 from localjudge.quality.labelled import baselines
 from localjudge.quality.rows import read_rows
 
@@ -67,14 +82,84 @@ def rows_of(
     return out
 
 
+def side_means(
+    labels: list[bool], side: list[list[float]], against: list[list[float]]
+) -> dict[str, tuple] | None:
+    """Each side's mean balanced accuracy (at 0.5) and AUROC over its runs' scores, and the
+    first side's minus the second's, as (balanced accuracy, AUROC) intervals on the same
+    resamples; None without both classes."""
+
+    def figures(sample) -> dict[str, np.ndarray]:
+        def mean(runs: list[list[float]], figure) -> np.ndarray:
+            return np.mean([figure(sample, scores) for scores in runs], axis=0)
+
+        def bacc(drawn, scores: list[float]) -> np.ndarray:
+            return balanced_accuracies(drawn, [score >= 0.5 for score in scores])
+
+        out = {
+            "side": (mean(side, bacc), mean(side, aurocs)),
+            "against": (mean(against, bacc), mean(against, aurocs)),
+        }
+        out["difference"] = tuple(a - b for a, b in zip(out["side"], out["against"], strict=True))
+        return out
+
+    chunks = [figures(chunk) for chunk in draws(labels)]
+    if not chunks:
+        return None
+    whole = figures(rows_as_drawn(labels))
+    return {
+        name: tuple(
+            interval(whole[name][k][0], np.concatenate([c[name][k] for c in chunks]), LEVEL)
+            for k in (0, 1)
+        )
+        for name in whole
+    }
+
+
+def mean_rows(side: list[Path], against: list[Path]) -> list[tuple[str, str, dict | None]]:
+    """(task, set, side_means) for every set all the runs judged on the same rows."""
+    runs = [saved_sets(path) for path in side + against]
+    out = []
+    for key, entry in runs[0].items():
+        if all(
+            key in run and same_rows(run[key], entry["labels"], entry["row_groups"]) for run in runs
+        ):
+            scores = [run[key]["scores"] for run in runs]
+            out.append(
+                (*key, side_means(entry["labels"], scores[: len(side)], scores[len(side) :]))
+            )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", type=Path, nargs="+", help="evaluate.py --out files")
+    parser.add_argument("results", type=Path, nargs="*", help="evaluate.py --out files")
     parser.add_argument("--data", type=Path, default=None, help="the rows the runs judged")
     parser.add_argument(
         "--against", type=Path, default=None, help="another run's output on the same rows"
     )
+    parser.add_argument("--mean-of", type=Path, nargs="+", default=None, help="one side's runs")
+    parser.add_argument(
+        "--against-mean-of", type=Path, nargs="+", default=None, help="the other side's runs"
+    )
     args = parser.parse_args(argv)
+    if (args.mean_of is None) != (args.against_mean_of is None):
+        parser.error("--mean-of and --against-mean-of go together")
+    if args.mean_of is not None:
+        print(
+            "| task | set | side's mean: BAcc / AUROC | other side's mean | difference: BAcc / AUROC |"
+        )
+        print("|---|---|---|---|---|")
+        for task, name, means in mean_rows(args.mean_of, args.against_mean_of):
+            if means is not None:
+                cells = [
+                    " / ".join(f"{f:{spec}}" for f in means[k])
+                    for k, spec in (("side", ".3f"), ("against", ".3f"), ("difference", "+.3f"))
+                ]
+                print(f"| {task} | {name} | {' | '.join(cells)} |")
+        return 0
+    if not args.results:
+        parser.error("give evaluate.py --out files, or --mean-of and --against-mean-of")
     print("| run | task | set | BAcc at 0.5 [95% interval] | AUROC [95% interval] | lead |")
     print("|---|---|---|---:|---:|---|")
     for path in args.results:
