@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                 "recipe": recipe,
                 "before": before,
                 "run": run,
-                "adapter": get_peft_model_state_dict(model.model),
+                "adapter": get_peft_model_state_dict(model.model, save_embedding_layers=False),
                 "optimiser": optimiser.state_dict(),
                 "schedule": schedule.state_dict(),
                 "rng": torch.get_rng_state(),
