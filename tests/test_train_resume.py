@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
+import signal
 from pathlib import Path
 
 import pytest
@@ -104,6 +106,33 @@ def test_a_run_paused_and_resumed_ends_with_the_adapter_of_an_unbroken_run(tmp_p
     ]
     assert [s["steps"] for s in second["sittings"]] == [[0, 7], [7, 15], [15, 24]]
     assert first["heldout_after"] == second["heldout_after"]
+
+
+def test_sigterm_stops_after_the_step_under_way_and_the_run_goes_on(tmp_path, monkeypatch):
+    train = load_train(monkeypatch)
+    data = tmp_path / "data"
+    write_data(data)
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    assert train.main(argv(data, whole)) == 0
+
+    labelled = []
+    label_index = train.label_index
+
+    def label_and_signal(example):  # four examples a step: the 19th is in step 5
+        labelled.append(example)
+        if len(labelled) == 19:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return label_index(example)
+
+    monkeypatch.setattr(train, "label_index", label_and_signal)
+    before = signal.getsignal(signal.SIGTERM)
+    assert train.main(argv(data, split)) == 75
+    assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
+    assert torch.load(split / "checkpoint.pt", weights_only=False)["run"]["step"] == 5
+    monkeypatch.setattr(train, "label_index", label_index)
+    assert train.main(argv(data, split, "--resume")) == 0
+    a, b = adapter(whole), adapter(split)
+    assert all(torch.equal(a[name], b[name]) for name in a)
 
 
 def test_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch):

@@ -280,9 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         run = state["run"]
         print(f"resumed from {saved} at step {run['step']} of {steps}")
 
-    stop = []
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda signum, frame: stop.append(signum))
+    stop = []  # Ctrl-C or SIGTERM: finish the step under way, save a checkpoint, stop
+    handlers = {
+        number: signal.signal(number, lambda signum, frame: stop.append(signum))
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
 
     def save_checkpoint() -> None:
         cuda_rng = torch.cuda.get_rng_state(model.device) if model.device.type == "cuda" else None
@@ -354,7 +356,11 @@ def main(argv: list[str] | None = None) -> int:
                 why = f"signal {stop[0]}" if stop else "--pause-at"
                 print(f"train: paused at step {step} of {steps} ({why}); saved {saved}.")
                 print("train: run the same command with --resume to go on.")
+                for number, handler in handlers.items():
+                    signal.signal(number, handler)
                 return 75
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
     sitting = time.perf_counter() - sitting_start
     run["sittings"].append(
         {"steps": [first, steps], "seconds": round(sitting), "device": str(model.device)}
