@@ -91,6 +91,7 @@ def test_a_run_paused_and_resumed_ends_with_the_adapter_of_an_unbroken_run(tmp_p
     assert not (split / "adapter_model.safetensors").exists()
     assert train.main(argv(data, split)) == 2  # a paused run is never started over by mistake
     assert train.main(argv(data, split, "--seed", "6", "--resume")) == 2  # another recipe
+    assert train.main(argv(data, split, "--pause-at", "7", "--resume")) == 2  # already past
     assert train.main(argv(data, split, "--pause-at", "15", "--resume")) == 75
     assert train.main(argv(data, split, "--resume")) == 0
     assert not (split / "checkpoint.pt").exists()

@@ -279,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.set_rng_state(state["cuda_rng"], model.device)
         run = state["run"]
         print(f"resumed from {saved} at step {run['step']} of {steps}")
+    if args.pause_at is not None and not run["step"] < args.pause_at < steps:
+        print(
+            f"train: --pause-at must be after step {run['step']} and before {steps}",
+            file=sys.stderr,
+        )
+        return 2
 
     stop = []  # Ctrl-C or SIGTERM: finish the step under way, save a checkpoint, stop
     handlers = {
