@@ -292,7 +292,15 @@ def main(argv: list[str] | None = None) -> int:
         for number in (signal.SIGINT, signal.SIGTERM)
     }
 
-    def save_checkpoint() -> None:
+    def sitting(step: int) -> dict:
+        seconds = time.perf_counter() - sitting_start
+        return {"steps": [first, step], "seconds": seconds, "device": str(model.device)}
+
+    def save_checkpoint(step: int) -> None:
+        """The run so far, this sitting counted in, without changing the live record."""
+        this = sitting(step)
+        record = {**run, "seconds": run["seconds"] + this["seconds"]}
+        record["sittings"] = run["sittings"] + [{**this, "seconds": round(this["seconds"])}]
         cuda_rng = torch.cuda.get_rng_state(model.device) if model.device.type == "cuda" else None
         args.out.mkdir(parents=True, exist_ok=True)
         partial = saved.with_suffix(".pt.partial")
@@ -300,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "recipe": recipe,
                 "before": before,
-                "run": run,
+                "run": record,
                 "adapter": get_peft_model_state_dict(model.model, save_embedding_layers=False),
                 "optimiser": optimiser.state_dict(),
                 "schedule": schedule.state_dict(),
@@ -350,14 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             window.update(loss=0.0, right=0, n=0)
         pause = bool(stop) or step == args.pause_at
         if step < steps and (pause or step % args.checkpoint_every == 0):
-            sitting = time.perf_counter() - sitting_start
-            run["sittings"].append(
-                {"steps": [first, step], "seconds": round(sitting), "device": str(model.device)}
-            )
-            run["seconds"] += sitting
-            save_checkpoint()
-            run["seconds"] -= sitting
-            run["sittings"].pop()
+            save_checkpoint(step)
             if pause:
                 why = f"signal {stop[0]}" if stop else "--pause-at"
                 print(f"train: paused at step {step} of {steps} ({why}); saved {saved}.")
@@ -367,11 +368,9 @@ def main(argv: list[str] | None = None) -> int:
                 return 75
     for number, handler in handlers.items():
         signal.signal(number, handler)
-    sitting = time.perf_counter() - sitting_start
-    run["sittings"].append(
-        {"steps": [first, steps], "seconds": round(sitting), "device": str(model.device)}
-    )
-    elapsed = run["seconds"] + sitting
+    last = sitting(steps)
+    run["sittings"].append({**last, "seconds": round(last["seconds"])})
+    elapsed = run["seconds"] + last["seconds"]
 
     after = evaluate(model, held, prefixes, args.batch)
     print("held-out after:", json.dumps(after))
