@@ -53,6 +53,10 @@ def load_train(monkeypatch):
     return module
 
 
+def unloadable(model_dir, gguf, device):
+    raise AssertionError("the model was loaded for a run that is refused")
+
+
 def write_data(folder: Path) -> None:
     draw = random.Random(3)
     folder.mkdir()
@@ -89,9 +93,12 @@ def test_a_run_paused_and_resumed_ends_with_the_adapter_of_an_unbroken_run(tmp_p
     assert train.main(argv(data, split, "--pause-at", "7")) == 75
     assert (split / "checkpoint.pt").exists()
     assert not (split / "adapter_model.safetensors").exists()
-    assert train.main(argv(data, split)) == 2  # a paused run is never started over by mistake
-    assert train.main(argv(data, split, "--seed", "6", "--resume")) == 2  # another recipe
-    assert train.main(argv(data, split, "--pause-at", "7", "--resume")) == 2  # already past
+    with pytest.MonkeyPatch.context() as patch:  # each refusal comes before the model loads
+        patch.setattr(train, "load_base", unloadable)
+        assert train.main(argv(data, split)) == 2  # a paused run is never started over
+        assert train.main(argv(data, split, "--seed", "6", "--resume")) == 2  # another recipe
+        assert train.main(argv(data, split, "--pause-at", "7", "--resume")) == 2  # already past
+        assert train.main(argv(data, split, "--pause-at", "24", "--resume")) == 2  # the end
     assert train.main(argv(data, split, "--pause-at", "15", "--resume")) == 75
     assert train.main(argv(data, split, "--resume")) == 0
     assert not (split / "checkpoint.pt").exists()

@@ -232,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         differ = sorted(k for k in recipe if state["recipe"].get(k) != recipe[k])
         print(f"train: {saved} was made with other {', '.join(differ)}", file=sys.stderr)
         return 2
+    per_epoch = sum(math.ceil(sum(e["task"] == t for e in train) / args.batch) for t in tasks)
+    steps = max(1, round(per_epoch * args.epochs))
+    done = state["run"]["step"] if state else 0
+    if args.pause_at is not None and not done < args.pause_at < steps:
+        print(f"train: --pause-at must be after step {done} and before {steps}", file=sys.stderr)
+        return 2
 
     started = time.perf_counter()
     model = VerdictModel(
@@ -257,7 +263,6 @@ def main(argv: list[str] | None = None) -> int:
         rows = [e for e in train if e["task"] == task]
         rng.shuffle(rows)
         batches += [rows[i : i + args.batch] for i in range(0, len(rows), args.batch)]
-    steps = max(1, round(len(batches) * args.epochs))
     order = [batches[i % len(batches)] for i in range(steps)]
     rng.shuffle(order)
 
@@ -279,12 +284,6 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.set_rng_state(state["cuda_rng"], model.device)
         run = state["run"]
         print(f"resumed from {saved} at step {run['step']} of {steps}")
-    if args.pause_at is not None and not run["step"] < args.pause_at < steps:
-        print(
-            f"train: --pause-at must be after step {run['step']} and before {steps}",
-            file=sys.stderr,
-        )
-        return 2
 
     stop = []  # Ctrl-C or SIGTERM: finish the step under way, save a checkpoint, stop
     handlers = {
