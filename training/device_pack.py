@@ -63,20 +63,52 @@ def zero_unused_rows(source: Path, target: Path, used: set[int]) -> tuple[int, i
     return int(unused.sum()), int(rows.shape[0])
 
 
+class Parts(io.RawIOBase):
+    """A write-only stream cut into files of at most `part_bytes`: out/part.00, part.01, ...
+    (only what is written, so an archive is never held whole in memory)."""
+
+    def __init__(self, out: Path, part_bytes: int):
+        super().__init__()
+        self.out, self.part_bytes = out, part_bytes
+        self.paths: list[Path] = []
+        self.file = None
+        self.room = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        written = len(view)
+        while view:
+            if not self.room:
+                self.next_part()
+            take = min(self.room, len(view))
+            self.file.write(view[:take])
+            view, self.room = view[take:], self.room - take
+        return written
+
+    def next_part(self) -> None:
+        if self.file:
+            self.file.close()
+        self.paths.append(self.out / f"part.{len(self.paths):02d}")
+        self.file = self.paths[-1].open("wb")
+        self.room = self.part_bytes
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
+        super().close()
+
+
 def write_parts(members: dict[str, Path], out: Path, part_bytes: int) -> list[Path]:
     """A tar of `members` (name in the archive -> path), xz-compressed, cut into files of at
     most `part_bytes`: out/part.00, part.01, ..."""
-    packed = io.BytesIO()
-    with lzma.open(packed, "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
-        for name, path in members.items():
-            tar.add(path, arcname=name)
-    data = packed.getvalue()
-    parts = []
-    for i, start in enumerate(range(0, len(data), part_bytes)):
-        part = out / f"part.{i:02d}"
-        part.write_bytes(data[start : start + part_bytes])
-        parts.append(part)
-    return parts
+    with Parts(out, part_bytes) as parts:
+        with lzma.open(parts, "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
+            for name, path in members.items():
+                tar.add(path, arcname=name)
+    return parts.paths
 
 
 def main(argv: list[str] | None = None) -> int:
