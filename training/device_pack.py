@@ -104,10 +104,13 @@ class Parts(io.RawIOBase):
 def write_parts(members: dict[str, Path], out: Path, part_bytes: int) -> list[Path]:
     """A tar of `members` (name in the archive -> path), xz-compressed, cut into files of at
     most `part_bytes`: out/part.00, part.01, ..."""
-    with Parts(out, part_bytes) as parts:
-        with lzma.open(parts, "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
-            for name, path in members.items():
-                tar.add(path, arcname=name)
+    with (
+        Parts(out, part_bytes) as parts,
+        lzma.open(parts, "wb", preset=6) as xz,
+        tarfile.open(fileobj=xz, mode="w") as tar,
+    ):
+        for name, path in members.items():
+            tar.add(path, arcname=name)
     return parts.paths
 
 
