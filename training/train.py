@@ -232,8 +232,14 @@ def main(argv: list[str] | None = None) -> int:
         differ = sorted(k for k in recipe if state["recipe"].get(k) != recipe[k])
         print(f"train: {saved} was made with other {', '.join(differ)}", file=sys.stderr)
         return 2
-    per_epoch = sum(math.ceil(sum(e["task"] == t for e in train) / args.batch) for t in tasks)
-    steps = max(1, round(per_epoch * args.epochs))
+    batches = []
+    for task in tasks:
+        rows = [e for e in train if e["task"] == task]
+        rng.shuffle(rows)
+        batches += [rows[i : i + args.batch] for i in range(0, len(rows), args.batch)]
+    steps = max(1, round(len(batches) * args.epochs))
+    order = [batches[i % len(batches)] for i in range(steps)]
+    rng.shuffle(order)
     done = state["run"]["step"] if state else 0
     if args.pause_at is not None and not done < args.pause_at < steps:
         print(f"train: --pause-at must be after step {done} and before {steps}", file=sys.stderr)
@@ -257,14 +263,6 @@ def main(argv: list[str] | None = None) -> int:
 
     before = state["before"] if state else evaluate(model, held, prefixes, args.batch)
     print("held-out before:", json.dumps(before))
-
-    batches = []
-    for task in tasks:
-        rows = [e for e in train if e["task"] == task]
-        rng.shuffle(rows)
-        batches += [rows[i : i + args.batch] for i in range(0, len(rows), args.batch)]
-    order = [batches[i % len(batches)] for i in range(steps)]
-    rng.shuffle(order)
 
     params = [p for p in model.model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
@@ -291,15 +289,19 @@ def main(argv: list[str] | None = None) -> int:
         for number in (signal.SIGINT, signal.SIGTERM)
     }
 
-    def sitting(step: int) -> dict:
+    def sitting(step: int) -> tuple[float, dict]:
+        """This sitting's seconds so far, and its entry in the record."""
         seconds = time.perf_counter() - sitting_start
-        return {"steps": [first, step], "seconds": seconds, "device": str(model.device)}
+        return seconds, {
+            "steps": [first, step],
+            "seconds": round(seconds),
+            "device": str(model.device),
+        }
 
     def save_checkpoint(step: int) -> None:
         """The run so far, this sitting counted in, without changing the live record."""
-        this = sitting(step)
-        record = {**run, "seconds": run["seconds"] + this["seconds"]}
-        record["sittings"] = run["sittings"] + [{**this, "seconds": round(this["seconds"])}]
+        seconds, entry = sitting(step)
+        record = {**run, "seconds": run["seconds"] + seconds, "sittings": run["sittings"] + [entry]}
         cuda_rng = torch.cuda.get_rng_state(model.device) if model.device.type == "cuda" else None
         args.out.mkdir(parents=True, exist_ok=True)
         partial = saved.with_suffix(".pt.partial")
@@ -367,9 +369,9 @@ def main(argv: list[str] | None = None) -> int:
                 return 75
     for number, handler in handlers.items():
         signal.signal(number, handler)
-    last = sitting(steps)
-    run["sittings"].append({**last, "seconds": round(last["seconds"])})
-    elapsed = run["seconds"] + last["seconds"]
+    seconds, entry = sitting(steps)
+    run["sittings"].append(entry)
+    elapsed = run["seconds"] + seconds
 
     after = evaluate(model, held, prefixes, args.batch)
     print("held-out after:", json.dumps(after))
