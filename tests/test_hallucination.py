@@ -463,6 +463,77 @@ def test_sentence_splitter_languages():
         "「はい。」と彼は言った。",
     ]
     assert split_sentences("  ") == []
+    # a.m., p.m. and etc. end a sentence when a capital follows; a title never does
+    assert split_sentences("It opens at 9 a.m. It shuts at 5 p.m. Ask Dr. Who, etc. Then go.") == [
+        "It opens at 9 a.m.",
+        "It shuts at 5 p.m.",
+        "Ask Dr. Who, etc.",
+        "Then go.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "why"),
+    [
+        ("Is there anything else I can help with?", "courtesy"),
+        ("Have you ever been to Paris?", "question"),
+        ("Do you know what time it opens?", "question"),
+        ("富士山は高いですか？", "question"),
+        ("Thanks for waiting!", "courtesy"),
+        ("Thank you so much.", "courtesy"),
+        ("Sorry for the delay.", "courtesy"),
+        ("Have a nice day!", "courtesy"),
+        ("Let me know if you have any other questions.", "courtesy"),
+        ("Hope this helps!", "courtesy"),
+        ("ありがとうございます。", "courtesy"),
+        ("😊", "no words"),
+        ("...", "no words"),
+        # claims, judged as before
+        ("Did you know it opened in 1990?", None),
+        ("It opens at 9, right?", None),
+        ("It opens at 9; would you like directions?", None),
+        ("Thanks, it arrives on Thursday.", None),
+        ("Sure, the store opens at 9.", None),
+        ("Let me know if the 5 pm slot works.", None),
+        ("Yes.", None),
+        ("I love dogs!", None),
+        ("It was a pioneering device.", None),
+        ("Maybe read the tracking page before bothering us.", None),
+    ],
+)
+def test_what_states_nothing_is_not_a_claim(sentence, why):
+    from localjudge.scorers.claims import why_not_a_claim
+
+    assert why_not_a_claim(sentence) == why
+
+
+def test_sentence_extraction_leaves_out_what_states_nothing_and_says_so(judge):
+    output = "Thanks for waiting! The sky is blue. The moon is cheese. Anything else?"
+    result = create_hallucination_scorer(
+        judge, context=["The sky is blue."], extraction="sentences", reason="template"
+    ).run({"output": output})
+    assert result.preprocess_step_result == {
+        "claims": ["The sky is blue.", "The moon is cheese."],
+        "skipped": [
+            {"sentence": "Thanks for waiting!", "why": "courtesy"},
+            {"sentence": "Anything else?", "why": "courtesy"},
+        ],
+    }
+    assert result.score == 0.5  # 1 of 2 claims, not 1 of 4 sentences
+    assert result.reason.endswith("(2 sentences state nothing to check: a question or a courtesy).")
+    every = create_hallucination_scorer(
+        judge, context=["The sky is blue."], extraction="every-sentence", reason="template"
+    ).run({"output": output})
+    assert every.preprocess_step_result == {"claims": split_sentences(output)}
+    assert every.details["extraction"] == "every-sentence"
+    nothing = create_hallucination_scorer(
+        judge, context=["The sky is blue."], extraction="sentences", reason="template"
+    ).run({"output": "Hello! How can I help?"})
+    assert nothing.score == 0 and nothing.analyze_step_result == {"verdicts": []}
+    assert nothing.reason == (
+        "The score is 0 because the output makes no claims to check"
+        " (2 sentences state nothing to check: a question or a courtesy)."
+    )
 
 
 def test_run_inside_an_event_loop_works_like_jupyter(judge):

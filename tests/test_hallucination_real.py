@@ -73,6 +73,21 @@ def test_sentence_extraction_scale_and_template_reason(real_judge):
     assert result.usage["analyze"].prefix_reused > 0
 
 
+def test_a_question_and_a_courtesy_go_to_no_judge(real_judge):
+    scorer = create_hallucination_scorer(real_judge, context=IPHONE, reason="template")
+    result = scorer.run(
+        {
+            "output": "Thanks for asking! The iPhone was announced in 2007. "
+            "Is there anything else I can help with?"
+        }
+    )
+    check_structure(result)
+    assert result.preprocess_step_result["claims"] == ["The iPhone was announced in 2007."]
+    assert [s["why"] for s in result.preprocess_step_result["skipped"]] == ["courtesy"] * 2
+    assert result.usage["analyze"].requests == 1  # one claim, one window: one verdict
+    assert "2 sentences state nothing to check" in result.reason
+
+
 def test_tool_result_context(real_judge):
     output = [
         {

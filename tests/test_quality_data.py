@@ -21,7 +21,7 @@ from localjudge.quality.labelled import (
     roc_curve,
 )
 from localjudge.quality.rows import read_rows
-from localjudge.testing import FakeJudge
+from localjudge.testing import FakeJudge, rule_script
 
 
 def test_auroc_ece_and_roc_by_hand():
@@ -257,8 +257,11 @@ STATEMENT_ROWS = [
 def test_statements_judge_each_sentence_and_flag_the_row_when_any_is(tmp_path, tmp_home):
     from localjudge.quality.labelled import statements_of
 
-    assert statements_of("It opens at 9. Entry is free.") == ["It opens at 9.", "Entry is free."]
-    assert statements_of("  ") == ["  "]  # nothing to split: the text is judged whole
+    assert statements_of("It opens at 9. Entry is free.", "hallucination") == [
+        "It opens at 9.",
+        "Entry is free.",
+    ]
+    assert statements_of("  ", "hallucination") == ["  "]  # no sentence: judged whole
     rows, _ = read_rows(write_jsonl(tmp_path / "h.jsonl", STATEMENT_ROWS), "hallucination")
     with FakeJudge(extracts_claims=False) as judge:  # supported: found word for word
         whole = measure(judge, rows, "hallucination", source="h.jsonl", resamples=0)
@@ -282,6 +285,43 @@ def test_statements_judge_each_sentence_and_flag_the_row_when_any_is(tmp_path, t
 
         assert "statement by statement" in page([split])
         assert "statement by statement" not in page([whole])
+
+
+def test_statements_are_what_each_scorer_judges_and_a_text_stating_nothing_is_not_flagged(
+    tmp_path, tmp_home
+):
+    from localjudge.quality.labelled import NOTHING_TO_CHECK, statements_of
+
+    text = "Is it open? It opens at 9. Have a nice day!"
+    # hallucination leaves out what states nothing, as its scorer does; toxicity judges all
+    assert statements_of(text, "hallucination") == ["It opens at 9."]
+    assert statements_of(text, "toxicity") == ["Is it open?", "It opens at 9.", "Have a nice day!"]
+    assert statements_of("Thanks! Anything else?", "hallucination") == []
+    rows, _ = read_rows(
+        write_jsonl(
+            tmp_path / "h.jsonl",
+            [
+                {"context": MUSEUM, "claim": "Thanks for asking! Anything else?", "label": False},
+                {"context": MUSEUM, "claim": "Entry is free. Have a nice day!", "label": True},
+            ],
+        ),
+        "hallucination",
+    )
+    asked = []
+
+    def script(prompt: str) -> str:
+        asked.append(prompt.rsplit("Claim:", 1)[-1].split("\n", 1)[0].strip())
+        return rule_script(prompt)
+
+    with FakeJudge(script, extracts_claims=False) as judge:
+        split = measure(
+            judge, rows, "hallucination", source="h.jsonl", statements=True, resamples=0
+        )
+    assert split.ways[0].predictions == [False, True]
+    assert split.ways[0].scores[0] == 0.0 and split.reasons[0] == NOTHING_TO_CHECK
+    overlap = {w.name: w.predictions for w in split.ways}["word-overlap baseline"]
+    assert overlap == [False, True]
+    assert asked == ["Entry is free."]  # the rest stated nothing and went to no judge
 
 
 def test_a_row_whose_statement_fails_is_left_out_not_scored(tmp_path, tmp_home):

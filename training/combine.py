@@ -32,9 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from localjudge.quality.intervals import intervals
-from localjudge.quality.labelled import Row, baselines, statements_of
+from localjudge.quality.labelled import Row, baselines
 from localjudge.quality.rows import read_rows
 from localjudge.scorers.baselines import word_share
+from localjudge.scorers.text import split_statements
 
 TASK = "hallucination"
 FILES = {"held-out": "heldout", "held-out sources": "held-out-sources"}
@@ -42,8 +43,9 @@ FILES = {"held-out": "heldout", "held-out sources": "held-out-sources"}
 
 def missing_share(row: Row) -> float:
     """The largest share of one statement's words that its context does not hold (the
-    word-overlap rule's share, graded)."""
-    shares = [word_share(s, row.context) for s in statements_of(row.text)]
+    word-overlap rule's share, graded), every sentence a statement as when these results were
+    measured (the scorers now leave out questions and courtesies)."""
+    shares = [word_share(s, row.context) for s in (split_statements(row.text) or [row.text])]
     return max((1 - share for share in shares if share is not None), default=0.0)
 
 

@@ -40,9 +40,10 @@ from localjudge.engine.llama import EngineConfig, LlamaEngine
 from localjudge.engine.plan import BatchToken, StepPlan
 from localjudge.model_registry import resolve
 from localjudge.quality.calibration import choose_threshold
-from localjudge.quality.labelled import Agreement, auroc, statements_of
+from localjudge.quality.labelled import Agreement, auroc
 from localjudge.quality.rows import read_rows
 from localjudge.scorers.evidence import candidate_windows, context_text, split_windows
+from localjudge.scorers.text import split_statements
 
 WINDOW_TOKENS = 96
 TOP_K = 4
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     records = []
     for n, row in enumerate(rows):
-        statements = statements_of(row.text)
+        statements = split_statements(row.text) or [row.text]
         per = gains(scorer, list(row.context), statements)
         records.append(
             {

@@ -111,9 +111,10 @@ def scoring_options(function):
             ),
             click.option(
                 "--extraction",
-                type=click.Choice(["auto", "judge", "sentences"]),
+                type=click.Choice(["auto", "judge", "sentences", "every-sentence"]),
                 default=None,
-                help="hallucination: how claims are found (default auto).",
+                help="hallucination: how claims are found (default auto; sentences leaves out "
+                "questions and courtesies, every-sentence judges them too).",
             ),
             click.option(
                 "--claim-reasons",

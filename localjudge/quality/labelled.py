@@ -130,9 +130,11 @@ def judge_rows(
     """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
     batches them); `progress(n)` after each chunk. A row judged in evidence windows takes
     the verdict of the window that clears it most (the lowest P(flagged)). With
-    `statements`, each statement of a row's text (`statements_of`, the hallucination
-    scorer's sentence extraction) is judged on its own and the row takes the verdict of its
-    most flagged statement: a text is flagged when any of its statements is. Reasons are the
+    `statements`, each statement of a row's text (`statements_of`, the scorer's sentence
+    extraction) is judged on its own and the row takes the verdict of its most flagged
+    statement: a text is flagged when any of its statements is, and a text that states
+    nothing to check (only questions and courtesies, for hallucination) is not flagged,
+    P(flagged) 0, as the scorer scores it 0. Reasons are the
     judge's own words where its free text can be trusted, else built from the verdict and
     its evidence, as the scorers build them; `reasons=False` stops each reply after its
     verdict (P(flagged) is the same; the reason is a placeholder), which is much faster."""
@@ -142,7 +144,7 @@ def judge_rows(
     verdicts: list[Verdict] = []
     for start in range(0, len(rows), chunk):
         part = rows[start : start + chunk]
-        texts = [statements_of(row.text) if statements else [row.text] for row in part]
+        texts = [statements_of(row.text, task) if statements else [row.text] for row in part]
         owners, windows, requests = [], [], []
         for n, row in enumerate(part):
             for m, text in enumerate(texts[n]):
@@ -160,6 +162,9 @@ def judge_rows(
         ):
             outcomes[n][m].append((outcome, window))
         for mine, said in zip(outcomes, texts, strict=True):
+            if not said:
+                verdicts.append(Verdict(0.0, reason=NOTHING_TO_CHECK if reasons else ""))
+                continue
             failed = next((o for each in mine for o, _ in each if isinstance(o, Exception)), None)
             if failed is not None:
                 verdicts.append(Verdict(None, error=f"{type(failed).__name__}: {failed}"))
@@ -181,11 +186,17 @@ def judge_rows(
     return verdicts
 
 
-def statements_of(text: str) -> list[str]:
-    """The statements a text is judged in, statement by statement: its sentences, as the
-    hallucination scorer extracts them without the judge (`split_statements`); the whole
-    text when it has none."""
-    return split_statements(text) or [text]
+NOTHING_TO_CHECK = "states nothing to check (only questions or courtesies)"
+
+
+def statements_of(text: str, task: VerdictTask | str) -> list[str]:
+    """The statements a text is judged in, statement by statement, as the task's scorer
+    cuts an output without the judge (`VerdictTask.statements`): none when every sentence
+    states nothing to check, the whole text when it has no sentences at all."""
+    task = as_task(task)
+    if not split_statements(text):
+        return [text]
+    return task.statements(text)
 
 
 # -- agreement -------------------------------------------------------------------------------
@@ -313,7 +324,7 @@ def baselines(task: VerdictTask | str, rows: list[Row], *, statements: bool = Fa
     ways = [Way("majority class", [base_rate] * len(rows), [majority] * len(rows))]
     for baseline in as_task(task).baselines:
         predicted = [
-            any(baseline.flags(text, r.context) for text in statements_of(r.text))
+            any(baseline.flags(text, r.context) for text in statements_of(r.text, task))
             if statements
             else baseline.flags(r.text, r.context)
             for r in rows

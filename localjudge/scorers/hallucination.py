@@ -25,6 +25,7 @@ from localjudge.prompts import (
 )
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.baselines import overlap_verdict
+from localjudge.scorers.claims import sentence_claims
 from localjudge.scorers.evidence import (
     DEFAULT_TOP_K,
     check_windows,
@@ -41,7 +42,7 @@ from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, round_half_up, split_statements
 
-EXTRACTION_MODES = ("auto", "judge", "sentences")
+EXTRACTION_MODES = ("auto", "judge", "sentences", "every-sentence")
 GetContext = Callable[..., Any]  # get_context(run=, results=, score=, step=) -> list[str]
 
 
@@ -54,16 +55,26 @@ def hallucination_score(verdicts: list[dict], scale: float | None = 1) -> float:
 
 
 def hallucination_template_reason(
-    score: float, scale: float, verdicts: list[dict], *, quoted: bool = True
+    score: float, scale: float, verdicts: list[dict], *, quoted: bool = True, skipped: int = 0
 ) -> str:
     """The reason built from the verdicts and their evidence, without a judge call;
     `quoted=False` names claims and windows by number instead of quoting them (what a
-    result keeps when its texts are not stored)."""
+    result keeps when its texts are not stored); `skipped` sentences stated nothing to
+    check (questions, courtesies) and are named as left out."""
+    left_out = (
+        f" ({skipped} {'sentence states' if skipped == 1 else 'sentences state'} nothing to"
+        " check: a question or a courtesy)"
+        if skipped
+        else ""
+    )
     if not verdicts:
-        return f"The score is {score:g} because the output makes no claims to check."
+        return f"The score is {score:g} because the output makes no claims to check{left_out}."
     unsupported = [(n, v) for n, v in enumerate(verdicts, 1) if v["verdict"] == "yes"]
     if not unsupported:
-        return f"The score is {score:g} because the context supports all {len(verdicts)} claims."
+        return (
+            f"The score is {score:g} because the context supports all {len(verdicts)} claims"
+            f"{left_out}."
+        )
     listed = []
     for number, verdict in unsupported[:_MAX_LISTED]:
         evidence = verdict.get("evidence")
@@ -78,7 +89,7 @@ def hallucination_template_reason(
         f"The score is {score:g} out of {scale:g} because {len(unsupported)} of {len(verdicts)} "
         f"claims are not supported by the context: {'; '.join(listed)}"
         + (f" and {more} more" if more > 0 else "")
-        + "."
+        + f"{left_out}."
     )
 
 
@@ -109,6 +120,7 @@ HALLUCINATION_TASK = VerdictTask(
         ),
     ),
     devset="hallucination",
+    statements=lambda text: sentence_claims(text).claims,
 )
 
 
@@ -169,12 +181,17 @@ class HallucinationScorer(Scorer):
 
     async def _claims(
         self, output: str, usage: dict[str, StepUsage]
-    ) -> tuple[list[str], str | None, str]:
+    ) -> tuple[list[str], list[dict], str | None, str]:
+        """The claims, the sentences left out as stating nothing (sentence extraction), the
+        preprocess prompt (judge extraction) and the mode used."""
         mode = self.extraction_mode()
         if not output.strip():
-            return [], None, mode
+            return [], [], None, mode
         if mode == "sentences":
-            return split_statements(output, self.max_claim_chars), None, mode
+            found = sentence_claims(output, self.max_claim_chars)
+            return found.claims, found.skipped, None, mode
+        if mode == "every-sentence":
+            return split_statements(output, self.max_claim_chars), [], None, mode
         request = self.judge_request(claims_prompt(output), "claims", self.claims_max_tokens)
         (result,) = await self.ask("preprocess", [request], usage)
         if result.finish_reason == "budget":
@@ -183,7 +200,7 @@ class HallucinationScorer(Scorer):
                 "raise it, or use extraction='sentences'"
             )
         claims = [" ".join(c.split()) for c in result.value["claims"] if c.strip()]
-        return claims, request.prompt, mode
+        return claims, [], request.prompt, mode
 
     async def _verdicts(
         self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
@@ -244,9 +261,12 @@ class HallucinationScorer(Scorer):
         run = ScorerRun.from_value(run)
         output = judge_text(run.output_text)
         usage: dict[str, StepUsage] = {}
-        claims, preprocess_prompt, mode = await self._claims(output, usage)
+        claims, skipped, preprocess_prompt, mode = await self._claims(output, usage)
         claims, truncated = cap(claims, self.max_claims, "claims")
-        results: dict[str, Any] = {"preprocessStepResult": {"claims": claims}}
+        preprocessed: dict[str, Any] = {"claims": claims}
+        if skipped:
+            preprocessed["skipped"] = skipped
+        results: dict[str, Any] = {"preprocessStepResult": preprocessed}
         context = await self._context(run, results, None, "analyze")
         verdicts: list[dict] = []
         analyze_prompt = None
@@ -260,7 +280,7 @@ class HallucinationScorer(Scorer):
         ):  # judged in windows: the reason is written from the windows that decided
             reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
         reason, reason_prompt = await self.reason(
-            hallucination_template_reason(score, self.scale, verdicts),
+            hallucination_template_reason(score, self.scale, verdicts, skipped=len(skipped)),
             hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
             if verdicts
             else None,
@@ -275,14 +295,16 @@ class HallucinationScorer(Scorer):
             run,
             score=score,
             reason=reason,
-            preprocess_step_result={"claims": claims},
+            preprocess_step_result=preprocessed,
             preprocess_prompt=preprocess_prompt,
             analyze_step_result={"verdicts": verdicts},
             analyze_prompt=analyze_prompt,
             generate_reason_prompt=reason_prompt,
             usage=usage,
             prompt_version=HALLUCINATION_PROMPT_VERSION,
-            private_reason=hallucination_template_reason(score, self.scale, verdicts, quoted=False),
+            private_reason=hallucination_template_reason(
+                score, self.scale, verdicts, quoted=False, skipped=len(skipped)
+            ),
             details=details,
         )
 
@@ -303,9 +325,11 @@ def create_hallucination_scorer(
     default. `context`: static context strings. `get_context(run=, results=, score=, step=)`
     (plain or async; called with the keywords it names, or all with `**kwargs`) resolves
     context at run time and replaces it entirely, even with `[]`.
-    `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter) or
-    "auto" (sentences unless the judge's free text can be trusted: not a base model or a
-    judge tuned for verdicts only). `reason`: "judge" (written by the judge) or "template"
+    `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter; a
+    sentence that states nothing, a question or a courtesy such as "Have a nice day!", is
+    left out and listed in `preprocessStepResult.skipped`), "every-sentence" (every
+    sentence is a claim) or "auto" (sentences unless the judge's free text can be trusted:
+    not a base model or a judge tuned for verdicts only). `reason`: "judge" (written by the judge) or "template"
     (built from the verdicts and their evidence, no judge call); the default is "judge" for
     a judge whose free text can be trusted and "template" otherwise (`claim_reasons` alike:
     "all" or "none"). `windows`: a context longer than `window_tokens` (default: the judge's

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from localjudge.prompts import PromptParts
+from localjudge.scorers.text import split_statements
 
 CONTEXT_MODES = ("required", "optional", "none")
 _TRUE = {"true", "1", "yes", "y", "t"}
@@ -44,7 +45,9 @@ class VerdictTask:
     """One verdict per row: `prompt(row)` judged under `schema`, P(`flagged`) at the
     `verdict` field. With `windowed`, a long context is judged in evidence windows and the
     window that clears the text most (the lowest P(flagged)) decides, as the hallucination
-    scorer does. `reason(value, evidence)` builds a verdict's reason without free text."""
+    scorer does. `reason(value, evidence)` builds a verdict's reason without free text.
+    `statements(text)` is how the scorer cuts a whole output into the texts it judges one
+    by one without a judge (what `quality --statements` measures)."""
 
     name: str
     schema: str | dict  # a grammar name under grammars/, or a JSON Schema
@@ -57,6 +60,7 @@ class VerdictTask:
     windowed: bool = False
     baselines: tuple[Baseline, ...] = ()
     devset: str | None = None  # the built-in dev set of this task, if any
+    statements: Callable[[str], list[str]] = split_statements
 
     def __post_init__(self) -> None:
         if self.context not in CONTEXT_MODES:

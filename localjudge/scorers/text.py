@@ -39,6 +39,8 @@ _ABBREVIATIONS = frozenset(
         "p.m.",
     ]
 )
+# abbreviations that end a sentence when a capital follows: "at 9 a.m. It closes at 5 p.m."
+_ENDS_A_SENTENCE_BEFORE_A_CAPITAL = frozenset(["a.m.", "p.m.", "etc."])
 # a CJK full stop ends a sentence unless a closing quote follows that runs on into the text
 _BOUNDARY = re.compile(
     r"(?<=[.!?])[\"')\]]*\s+"
@@ -65,7 +67,14 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         is_abbreviation = (
             last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]\.", last_word) is not None
         )
-        if "\n" not in piece and is_abbreviation:
+        if (
+            "\n" not in piece
+            and is_abbreviation
+            and not (
+                last_word in _ENDS_A_SENTENCE_BEFORE_A_CAPITAL
+                and text[position : position + 1].isupper()
+            )
+        ):
             continue
         if words:
             spans.append(_stripped_span(text, start, position))
