@@ -491,6 +491,7 @@ def test_sentence_splitter_languages():
         # claims, judged as before
         ("Did you know it opened in 1990?", None),
         ("It opens at 9, right?", None),
+        ("Yeah, it was a big cliché, right?", None),
         ("It opens at 9; would you like directions?", None),
         ("Thanks, it arrives on Thursday.", None),
         ("Sure, the store opens at 9.", None),
@@ -507,10 +508,10 @@ def test_what_states_nothing_is_not_a_claim(sentence, why):
     assert why_not_a_claim(sentence) == why
 
 
-def test_sentence_extraction_leaves_out_what_states_nothing_and_says_so(judge):
+def test_sentence_claims_leave_out_what_states_nothing_and_say_so(judge):
     output = "Thanks for waiting! The sky is blue. The moon is cheese. Anything else?"
     result = create_hallucination_scorer(
-        judge, context=["The sky is blue."], extraction="sentences", reason="template"
+        judge, context=["The sky is blue."], extraction="sentence-claims", reason="template"
     ).run({"output": output})
     assert result.preprocess_step_result == {
         "claims": ["The sky is blue.", "The moon is cheese."],
@@ -522,12 +523,12 @@ def test_sentence_extraction_leaves_out_what_states_nothing_and_says_so(judge):
     assert result.score == 0.5  # 1 of 2 claims, not 1 of 4 sentences
     assert result.reason.endswith("(2 sentences state nothing to check: a question or a courtesy).")
     every = create_hallucination_scorer(
-        judge, context=["The sky is blue."], extraction="every-sentence", reason="template"
-    ).run({"output": output})
-    assert every.preprocess_step_result == {"claims": split_sentences(output)}
-    assert every.details["extraction"] == "every-sentence"
-    nothing = create_hallucination_scorer(
         judge, context=["The sky is blue."], extraction="sentences", reason="template"
+    ).run({"output": output})
+    assert every.preprocess_step_result == {"claims": split_sentences(output)}  # the default
+    assert every.details["extraction"] == "sentences"
+    nothing = create_hallucination_scorer(
+        judge, context=["The sky is blue."], extraction="sentence-claims", reason="template"
     ).run({"output": "Hello! How can I help?"})
     assert nothing.score == 0 and nothing.analyze_step_result == {"verdicts": []}
     assert nothing.reason == (

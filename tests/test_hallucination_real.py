@@ -73,8 +73,10 @@ def test_sentence_extraction_scale_and_template_reason(real_judge):
     assert result.usage["analyze"].prefix_reused > 0
 
 
-def test_a_question_and_a_courtesy_go_to_no_judge(real_judge):
-    scorer = create_hallucination_scorer(real_judge, context=IPHONE, reason="template")
+def test_sentence_claims_send_no_question_or_courtesy_to_the_judge(real_judge):
+    scorer = create_hallucination_scorer(
+        real_judge, context=IPHONE, extraction="sentence-claims", reason="template"
+    )
     result = scorer.run(
         {
             "output": "Thanks for asking! The iPhone was announced in 2007. "

@@ -290,13 +290,19 @@ def test_statements_judge_each_sentence_and_flag_the_row_when_any_is(tmp_path, t
 def test_statements_are_what_each_scorer_judges_and_a_text_stating_nothing_is_not_flagged(
     tmp_path, tmp_home
 ):
-    from localjudge.quality.labelled import NOTHING_TO_CHECK, statements_of
+    from dataclasses import replace
 
+    from localjudge.quality.labelled import NOTHING_TO_CHECK, statements_of
+    from localjudge.scorers.claims import sentence_claims
+    from localjudge.scorers.hallucination import HALLUCINATION_TASK
+
+    # a task may leave sentences out, as extraction="sentence-claims" does
+    claims = replace(HALLUCINATION_TASK, statements=lambda text: sentence_claims(text).claims)
     text = "Is it open? It opens at 9. Have a nice day!"
-    # hallucination leaves out what states nothing, as its scorer does; toxicity judges all
-    assert statements_of(text, "hallucination") == ["It opens at 9."]
-    assert statements_of(text, "toxicity") == ["Is it open?", "It opens at 9.", "Have a nice day!"]
-    assert statements_of("Thanks! Anything else?", "hallucination") == []
+    assert statements_of(text, claims) == ["It opens at 9."]
+    every = ["Is it open?", "It opens at 9.", "Have a nice day!"]
+    assert statements_of(text, "hallucination") == statements_of(text, "toxicity") == every
+    assert statements_of("Thanks! Anything else?", claims) == []
     rows, _ = read_rows(
         write_jsonl(
             tmp_path / "h.jsonl",
@@ -305,7 +311,7 @@ def test_statements_are_what_each_scorer_judges_and_a_text_stating_nothing_is_no
                 {"context": MUSEUM, "claim": "Entry is free. Have a nice day!", "label": True},
             ],
         ),
-        "hallucination",
+        claims,
     )
     asked = []
 
@@ -314,9 +320,7 @@ def test_statements_are_what_each_scorer_judges_and_a_text_stating_nothing_is_no
         return rule_script(prompt)
 
     with FakeJudge(script, extracts_claims=False) as judge:
-        split = measure(
-            judge, rows, "hallucination", source="h.jsonl", statements=True, resamples=0
-        )
+        split = measure(judge, rows, claims, source="h.jsonl", statements=True, resamples=0)
     assert split.ways[0].predictions == [False, True]
     assert split.ways[0].scores[0] == 0.0 and split.reasons[0] == NOTHING_TO_CHECK
     overlap = {w.name: w.predictions for w in split.ways}["word-overlap baseline"]

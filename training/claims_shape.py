@@ -26,11 +26,12 @@ from localjudge.judge import Judge
 from localjudge.quality.intervals import intervals
 from localjudge.quality.labelled import baselines, devset_rows, judge_rows, statements_of
 from localjudge.quality.rows import read_rows
+from localjudge.scorers.claims import sentence_claims
 from localjudge.scorers.hallucination import HALLUCINATION_TASK
-from localjudge.scorers.text import split_statements
 
-CLAIMS = HALLUCINATION_TASK  # the scorer's sentence extraction: what states nothing left out
-EVERY_SENTENCE = replace(HALLUCINATION_TASK, statements=split_statements)  # the shape before
+EVERY_SENTENCE = HALLUCINATION_TASK  # extraction="sentences": every sentence a claim
+# extraction="sentence-claims": what states nothing left out
+CLAIMS = replace(HALLUCINATION_TASK, statements=lambda text: sentence_claims(text).claims)
 
 
 def p_yes(judge, rows, task) -> list[float]:

@@ -111,10 +111,10 @@ def scoring_options(function):
             ),
             click.option(
                 "--extraction",
-                type=click.Choice(["auto", "judge", "sentences", "every-sentence"]),
+                type=click.Choice(["auto", "judge", "sentences", "sentence-claims"]),
                 default=None,
-                help="hallucination: how claims are found (default auto; sentences leaves out "
-                "questions and courtesies, every-sentence judges them too).",
+                help="hallucination: how claims are found (default auto; sentence-claims: "
+                "sentences less questions and courtesies).",
             ),
             click.option(
                 "--claim-reasons",

@@ -132,9 +132,9 @@ def judge_rows(
     the verdict of the window that clears it most (the lowest P(flagged)). With
     `statements`, each statement of a row's text (`statements_of`, the scorer's sentence
     extraction) is judged on its own and the row takes the verdict of its most flagged
-    statement: a text is flagged when any of its statements is, and a text that states
-    nothing to check (only questions and courtesies, for hallucination) is not flagged,
-    P(flagged) 0, as the scorer scores it 0. Reasons are the
+    statement: a text is flagged when any of its statements is, and a text in which the
+    task finds nothing to check (a task whose `statements` leaves sentences out) is not
+    flagged, P(flagged) 0, as a scorer scores an output without claims. Reasons are the
     judge's own words where its free text can be trusted, else built from the verdict and
     its evidence, as the scorers build them; `reasons=False` stops each reply after its
     verdict (P(flagged) is the same; the reason is a placeholder), which is much faster."""
@@ -186,7 +186,7 @@ def judge_rows(
     return verdicts
 
 
-NOTHING_TO_CHECK = "states nothing to check (only questions or courtesies)"
+NOTHING_TO_CHECK = "states nothing to check"
 
 
 def statements_of(text: str, task: VerdictTask | str) -> list[str]:

@@ -2,9 +2,12 @@
 
 A claim states something a context could support or contradict. A question, a greeting, a
 thank-you, an apology for the wait or an offer of more help states nothing of the kind, so
-the hallucination scorer's sentence extraction leaves it out (and says so), as a judge that
-extracts claims would: a faithful support reply that ends "Is there anything else I can
-help with?" is not half hallucinated.
+the hallucination scorer's "sentence-claims" extraction leaves it out (and says so), as a
+judge that extracts claims would: a faithful support reply that ends "Is there anything else
+I can help with?" is not half hallucinated. It is opt-in: on knowledge-grounded dialogue
+(BEGIN), whose labels count a reply that only asks a question as not attributable, it
+judged worse than every sentence (training/RESULTS.md, "Questions and courtesies are not
+claims").
 
 The rules are deliberately narrow, so that anything checkable is still judged:
 - a question is left out unless it presents a fact ("Did you know it opened in 1990?"),
@@ -34,7 +37,7 @@ _PRESENTS_A_FACT = re.compile(
 # a sentence end the splitter did not take (an abbreviation before it): judge it all
 _MISSED_BOUNDARY = re.compile(r"[.!]\s+[A-Z0-9]")
 # ", right?", ", isn't it?", ", don't you think?": a statement with a tag on the end
-_TAG = re.compile(r"^[^,]+\w[^,]*, ?(\w+'?\w*)( \w+'?\w*){0,2} ?$")
+_TAG = re.compile(r"^.*\w.*, ?(\w+'?\w*)( \w+'?\w*){0,2} ?$")
 
 _WORDS_ONLY = re.compile(r"[^\w' ]+")
 _THANKS_FOR = (

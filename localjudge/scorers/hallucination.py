@@ -42,7 +42,7 @@ from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, round_half_up, split_statements
 
-EXTRACTION_MODES = ("auto", "judge", "sentences", "every-sentence")
+EXTRACTION_MODES = ("auto", "judge", "sentences", "sentence-claims")
 GetContext = Callable[..., Any]  # get_context(run=, results=, score=, step=) -> list[str]
 
 
@@ -120,7 +120,6 @@ HALLUCINATION_TASK = VerdictTask(
         ),
     ),
     devset="hallucination",
-    statements=lambda text: sentence_claims(text).claims,
 )
 
 
@@ -188,10 +187,10 @@ class HallucinationScorer(Scorer):
         if not output.strip():
             return [], [], None, mode
         if mode == "sentences":
+            return split_statements(output, self.max_claim_chars), [], None, mode
+        if mode == "sentence-claims":
             found = sentence_claims(output, self.max_claim_chars)
             return found.claims, found.skipped, None, mode
-        if mode == "every-sentence":
-            return split_statements(output, self.max_claim_chars), [], None, mode
         request = self.judge_request(claims_prompt(output), "claims", self.claims_max_tokens)
         (result,) = await self.ask("preprocess", [request], usage)
         if result.finish_reason == "budget":
@@ -325,11 +324,11 @@ def create_hallucination_scorer(
     default. `context`: static context strings. `get_context(run=, results=, score=, step=)`
     (plain or async; called with the keywords it names, or all with `**kwargs`) resolves
     context at run time and replaces it entirely, even with `[]`.
-    `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter; a
-    sentence that states nothing, a question or a courtesy such as "Have a nice day!", is
-    left out and listed in `preprocessStepResult.skipped`), "every-sentence" (every
-    sentence is a claim) or "auto" (sentences unless the judge's free text can be trusted:
-    not a base model or a judge tuned for verdicts only). `reason`: "judge" (written by the judge) or "template"
+    `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter, every
+    sentence a claim), "sentence-claims" (the same, less the sentences that state nothing,
+    a question or a courtesy such as "Have a nice day!", which are listed in
+    `preprocessStepResult.skipped`) or "auto" (sentences unless the judge's free text can
+    be trusted: not a base model or a judge tuned for verdicts only). `reason`: "judge" (written by the judge) or "template"
     (built from the verdicts and their evidence, no judge call); the default is "judge" for
     a judge whose free text can be trusted and "template" otherwise (`claim_reasons` alike:
     "all" or "none"). `windows`: a context longer than `window_tokens` (default: the judge's
