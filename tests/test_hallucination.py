@@ -521,6 +521,12 @@ def test_sentence_claims_leave_out_what_states_nothing_and_say_so(judge):
         ],
     }
     assert result.score == 0.5  # 1 of 2 claims, not 1 of 4 sentences
+    private = result.to_dict(store_text=False)
+    assert private["preprocessStepResult"] == {
+        "numClaims": 2,
+        "skipped": [{"why": "courtesy"}, {"why": "courtesy"}],
+    }
+    assert "Thanks" not in json.dumps(private)
     assert result.reason.endswith("(2 sentences state nothing to check: a question or a courtesy).")
     every = create_hallucination_scorer(
         judge, context=["The sky is blue."], extraction="sentences", reason="template"

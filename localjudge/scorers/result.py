@@ -138,6 +138,10 @@ def _strip_texts(data: dict[str, Any]) -> None:
     preprocess = data.get("preprocessStepResult")
     if isinstance(preprocess, dict) and "claims" in preprocess:
         data["preprocessStepResult"] = {"numClaims": len(preprocess["claims"])}
+        if preprocess.get("skipped"):  # what was left out, by why, without its text
+            data["preprocessStepResult"]["skipped"] = [
+                {"why": s["why"]} for s in preprocess["skipped"]
+            ]
     analyze = data.get("analyzeStepResult") or {}
     data["analyzeStepResult"] = {
         "verdicts": [_without_texts(verdict) for verdict in analyze.get("verdicts", [])]
