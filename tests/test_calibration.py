@@ -165,6 +165,9 @@ def test_calibrate_statement_by_statement(tmp_path, tmp_home, monkeypatch):
     assert out["after"]["balanced_accuracy"] == 1.0 and out["rows"] == 20
     assert "statement by statement" in out["source"]
     assert "statement by statement" not in whole["source"]
+    claims = CliRunner().invoke(cli, [*args, "--statements", "--extraction", "sentence-claims"])
+    assert claims.exit_code == 0, claims.output
+    assert "questions and courtesies left out" in json.loads(claims.output)["source"]
 
 
 @pytest.mark.real

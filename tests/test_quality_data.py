@@ -359,6 +359,37 @@ def test_statements_refused_for_item_rows(tmp_path, tmp_home, monkeypatch):
     assert result.exit_code == 2 and "--statements" in result.output
 
 
+def test_quality_extraction_cuts_texts_as_the_scorer_does(tmp_path, tmp_home, monkeypatch):
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
+    data = write_jsonl(
+        tmp_path / "h.jsonl",
+        [
+            {"context": MUSEUM, "claim": "The museum opens at 9. Anything else?", "label": False},
+            {"context": MUSEUM, "claim": "Entry is free. Have a nice day!", "label": True},
+        ],
+    )
+    args = ["quality", "--data", str(data), "--task", "hallucination", "--statements"]
+    every = CliRunner().invoke(cli, [*args, "--json"])
+    claims = CliRunner().invoke(cli, [*args, "--extraction", "sentence-claims", "--json"])
+    assert every.exit_code == 0 and claims.exit_code == 0, every.output + claims.output
+    (every_report,) = json.loads(every.output)["reports"]
+    (claims_report,) = json.loads(claims.output)["reports"]
+    # every sentence: the closing question is not in the context, so both rows are flagged
+    assert every_report["agreement"]["judge"]["confusion"] == {"tp": 1, "fp": 1, "tn": 0, "fn": 0}
+    assert claims_report["agreement"]["judge"]["confusion"] == {"tp": 1, "fp": 0, "tn": 1, "fn": 0}
+    assert "statements_left_out" not in every_report
+    assert claims_report["statements_left_out"] == "questions and courtesies"
+    text = CliRunner().invoke(cli, [*args, "--extraction", "sentence-claims"]).output
+    assert "statement by statement (flagged when any is), questions and courtesies left out" in text
+    base = ["quality", "--data", str(data), "--extraction", "sentence-claims"]
+    for more, said in (
+        (["--task", "hallucination"], "--extraction needs --statements"),
+        (["--task", "toxicity", "--statements"], "hallucination task only"),
+    ):
+        result = CliRunner().invoke(cli, [*base, *more])
+        assert result.exit_code == 2 and said in result.output
+
+
 @pytest.mark.real
 def test_statements_through_the_real_model(tmp_path):
     data = write_jsonl(tmp_path / "h.jsonl", STATEMENT_ROWS)

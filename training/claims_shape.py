@@ -19,19 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from localjudge.judge import Judge
 from localjudge.quality.intervals import intervals
 from localjudge.quality.labelled import baselines, devset_rows, judge_rows, statements_of
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.claims import sentence_claims
-from localjudge.scorers.hallucination import HALLUCINATION_TASK
+from localjudge.scorers.hallucination import sentence_task
 
-EVERY_SENTENCE = HALLUCINATION_TASK  # extraction="sentences": every sentence a claim
-# extraction="sentence-claims": what states nothing left out
-CLAIMS = replace(HALLUCINATION_TASK, statements=lambda text: sentence_claims(text).claims)
+EVERY_SENTENCE = sentence_task("sentences")  # every sentence a claim
+CLAIMS = sentence_task("sentence-claims")  # what states nothing left out
 
 
 def p_yes(judge, rows, task) -> list[float]:

@@ -21,6 +21,34 @@ statements_option = click.option(
     "output without the judge), for labels given to whole answers: a row is flagged when "
     "any statement is, and quality applies the word rules in the same shape.",
 )
+extraction_option = click.option(
+    "--extraction",
+    type=click.Choice(["sentences", "sentence-claims"]),
+    default=None,
+    help="With --statements, hallucination: cut each text as the scorer's extraction does "
+    "(default sentences; sentence-claims leaves out questions and courtesies, and a text "
+    "left with none is not flagged).",
+)
+
+
+def _check_extraction(task: str | None, statements: bool, extraction: str | None) -> None:
+    """`--extraction` goes with `--statements` and `--task hallucination`, before any row
+    is read."""
+    if extraction is None:
+        return
+    if not statements:
+        raise click.UsageError("--extraction needs --statements")
+    if task != "hallucination":
+        raise click.UsageError("--extraction applies to the hallucination task only")
+
+
+def _shaped(task, extraction: str | None):
+    """The verdict task, its texts cut as `--extraction` says (`_check_extraction`)."""
+    if extraction is None:
+        return task
+    from localjudge.scorers.hallucination import sentence_task
+
+    return sentence_task(extraction)
 
 
 @cli.command()
@@ -64,6 +92,7 @@ statements_option = click.option(
     help="Decode each verdict's reason; --no-reasons stops after the verdict (same P(yes), faster).",
 )
 @statements_option
+@extraction_option
 @click.option(
     "--resamples",
     type=click.IntRange(0, 100_000),
@@ -86,6 +115,7 @@ def quality(
     html_path,
     reasons,
     statements,
+    extraction,
     resamples,
 ):
     """How well the judge agrees with labelled rows, beside trivial baselines on the same
@@ -104,6 +134,7 @@ def quality(
 
     if data is not None and task is None:
         raise click.UsageError("--data needs --task (hallucination, toxicity, rubric:FILE, ...)")
+    _check_extraction(task, statements, extraction)
     sources = _sources(data, task)
     from localjudge.quality.items import ItemReport, ItemRow, measure_items
 
@@ -114,6 +145,7 @@ def quality(
             "--statements splits verdict rows; item rows are scored by the scorer, which "
             "splits each output itself"
         )
+    sources = [(name, _shaped(resolved, extraction), *rest) for name, resolved, *rest in sources]
     reports = []
     with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
         for name, resolved, rows, bad_rows, source in sources:
@@ -208,11 +240,12 @@ def _threshold(judge, task, given: float | None) -> tuple[float, str]:
 )
 @click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 50))
 @statements_option
+@extraction_option
 @click.option("--dry-run", is_flag=True, help="Report, but store nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def calibrate(
-    model, gpu_layers, n_ctx, threads, slots, data, task, max_fpr, folds, statements, dry_run,
-    as_json,
+    model, gpu_layers, n_ctx, threads, slots, data, task, max_fpr, folds, statements,
+    extraction, dry_run, as_json,
 ):  # fmt: skip
     """Choose the judge's P(yes) threshold on labelled rows (maximising balanced accuracy,
     or with --max-fpr the true-positive rate within that false-positive rate), with
@@ -226,7 +259,9 @@ def calibrate(
     from localjudge.quality.labelled import DataError
     from localjudge.quality.rows import read_rows
 
+    _check_extraction(task, statements, extraction)
     try:
+        task = _shaped(task, extraction)
         rows, bad_rows = read_rows(data, task)
         with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
             run = calibrate_rows(

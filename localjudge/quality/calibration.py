@@ -15,7 +15,7 @@ from localjudge.quality.intervals import (
     interval,
     rows_as_drawn,
 )
-from localjudge.quality.labelled import STATEMENTS_SHAPE, Agreement
+from localjudge.quality.labelled import Agreement, statements_shape
 
 
 def _rates(labels: list[bool], predictions: list[bool]) -> tuple[float, float]:
@@ -140,6 +140,7 @@ class CalibrationRun:
     unreadable: int
     judge_errors: int
     statements: bool = False  # each text judged statement by statement (`judge_rows`)
+    left_out: str = ""  # what the statements leave out of each text (`VerdictTask.leaves_out`)
 
     def record(self, date: str) -> dict:
         """What the registry stores for this model and prompt version."""
@@ -147,7 +148,8 @@ class CalibrationRun:
         return {
             "threshold": round(result.threshold, 6),
             "source": f"calibrate {self.source}: {self.rows} rows, {result.folds}-fold, "
-            f"{result.objective}" + (f", {STATEMENTS_SHAPE}" if self.statements else ""),
+            f"{result.objective}"
+            + (f", {statements_shape(self.left_out)}" if self.statements else ""),
             "date": date,
             "rows": self.rows,
             "heldout_balanced_accuracy": {
@@ -177,7 +179,8 @@ class CalibrationRun:
         lines = [
             f"{self.task}: {self.rows} rows judged by {self.model} ({self.unreadable} unreadable, "
             f"{self.judge_errors} the judge could not answer); {result.folds}-fold, "
-            f"{result.objective}" + (f"; {STATEMENTS_SHAPE}" if self.statements else ""),
+            f"{result.objective}"
+            + (f"; {statements_shape(self.left_out)}" if self.statements else ""),
             f"  {'held out':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6}",
         ]
         for label, a in (
@@ -242,4 +245,5 @@ def calibrate_rows(
         unreadable=unreadable,
         judge_errors=len(rows) - len(answered),
         statements=statements,
+        left_out=task.leaves_out if statements else "",
     )

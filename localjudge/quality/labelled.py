@@ -29,6 +29,12 @@ Row = LabelledRow  # a verdict row
 STATEMENTS_SHAPE = "each text judged statement by statement (flagged when any is)"
 
 
+def statements_shape(left_out: str = "") -> str:
+    """How a report's texts were judged, statement by statement, and what the task's
+    sentence extraction left out of them (`VerdictTask.leaves_out`)."""
+    return STATEMENTS_SHAPE + (f", {left_out} left out" if left_out else "")
+
+
 class DataError(LocalJudgeError):
     """A labelled file that cannot be used at all (missing, empty, no readable row), or a
     task no registered scorer declares."""
@@ -351,6 +357,7 @@ class QualityReport:
     flagged: str = "yes"  # the verdict a true label stands for
     resamples: int = RESAMPLES  # bootstrap resamples behind the intervals (0: none)
     statements: bool = False  # each text judged statement by statement (`judge_rows`)
+    left_out: str = ""  # what the statements leave out of each text (`VerdictTask.leaves_out`)
 
     @property
     def rows_per_second(self) -> float:
@@ -419,6 +426,7 @@ class QualityReport:
             "flagged": self.flagged,
             "threshold_source": self.threshold_source,
             "statements": self.statements,
+            **({"statements_left_out": self.left_out} if self.left_out else {}),
             "bad_rows": [asdict(e) for e in self.bad_rows],
             "judge_errors": [{"row": r.number, "error": e} for r, e in self.judge_errors],
             "seconds": round(self.seconds, 3),
@@ -478,6 +486,7 @@ def measure(
         flagged=task.flagged,
         resamples=resamples,
         statements=statements,
+        left_out=task.leaves_out if statements else "",
     )
 
 
@@ -532,7 +541,8 @@ def report_text(report: QualityReport) -> str:
         f"{report.task} on {report.source}: {len(report.rows)} rows judged by {report.model} "
         f"({report.rows_per_second:.1f} rows/s), {report.flagged} when P({report.flagged}) >= "
         f"{report.threshold:.2f} "
-        f"({report.threshold_source})" + (f", {STATEMENTS_SHAPE}" if report.statements else "")
+        f"({report.threshold_source})"
+        + (f", {statements_shape(report.left_out)}" if report.statements else "")
     ]
     lines += left_out_lines(
         report.bad_rows,

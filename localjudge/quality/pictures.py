@@ -10,7 +10,7 @@ import io
 from pathlib import Path
 
 from localjudge.errors import LocalJudgeError
-from localjudge.quality.labelled import STATEMENTS_SHAPE, QualityReport, reliability, roc_curve
+from localjudge.quality.labelled import QualityReport, reliability, roc_curve, statements_shape
 
 JUDGE_COLOUR = "#1f77b4"  # the judge's lines; the browser test looks for this colour
 BASELINE_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd")
@@ -111,7 +111,7 @@ def page(reports: list[QualityReport]) -> str:
         f"src='data:image/png;base64,{picture}'>",
     ]
     for report in reports:
-        shape = f"; {STATEMENTS_SHAPE}" if report.statements else ""
+        shape = f"; {statements_shape(report.left_out)}" if report.statements else ""
         parts.append(
             f"<h2>{html.escape(report.task)} on {html.escape(report.source)}</h2>"
             f"<p>{len(report.rows)} rows judged by <b>{html.escape(report.model)}</b> at "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,21 @@ HALLUCINATION_TASK = VerdictTask(
     ),
     devset="hallucination",
 )
+
+
+def sentence_task(extraction: str) -> VerdictTask:
+    """The hallucination task with a whole output cut as `extraction` cuts it without a
+    judge: "sentences" (every sentence) or "sentence-claims" (less what states nothing),
+    for `quality --statements` and `calibrate --statements`."""
+    if extraction == "sentences":
+        return HALLUCINATION_TASK
+    if extraction == "sentence-claims":
+        return replace(
+            HALLUCINATION_TASK,
+            statements=lambda text: sentence_claims(text).claims,
+            leaves_out="questions and courtesies",
+        )
+    raise ValueError(f'extraction must be "sentences" or "sentence-claims", not {extraction!r}')
 
 
 class HallucinationScorer(Scorer):

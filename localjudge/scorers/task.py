@@ -61,6 +61,7 @@ class VerdictTask:
     baselines: tuple[Baseline, ...] = ()
     devset: str | None = None  # the built-in dev set of this task, if any
     statements: Callable[[str], list[str]] = split_statements
+    leaves_out: str = ""  # what `statements` leaves out of a text, named in reports
 
     def __post_init__(self) -> None:
         if self.context not in CONTEXT_MODES:
