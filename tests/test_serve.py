@@ -64,6 +64,35 @@ def test_scorer_run_list_health_and_metrics(tmp_home):
     judge.close()
 
 
+def test_sentence_claims_over_http_say_what_they_left_out(tmp_home):
+    judge = FakeJudge()
+    body = {
+        "output": "Thanks for waiting! The sky is blue. Anything else?",
+        "context": ["The sky is blue."],
+        "options": {"extraction": "sentence-claims", "reason": "template"},
+    }
+
+    async def main():
+        async with client_for(judge) as client:
+            claims = await client.post("/v1/scorers/hallucination/run", json=body)
+            body["options"]["extraction"] = "sentences"
+            every = await client.post("/v1/scorers/hallucination/run", json=body)
+            body["options"]["extraction"] = "clauses"
+            wrong = await client.post("/v1/scorers/hallucination/run", json=body)
+            return claims, every, wrong
+
+    claims, every, wrong = run(main())
+    judge.close()
+    assert claims.status_code == every.status_code == 200, claims.text + every.text
+    assert claims.json()["score"] == 0 and every.json()["score"] > 0
+    assert [s["why"] for s in claims.json()["preprocessStepResult"]["skipped"]] == [
+        "courtesy",
+        "courtesy",
+    ]
+    assert "skipped" not in every.json()["preprocessStepResult"]
+    assert wrong.status_code == 422 and wrong.json()["error"]["type"] == "invalid_options"
+
+
 def test_errors_are_json_with_the_right_status(tmp_home):
     judge = FakeJudge()
 
