@@ -262,15 +262,18 @@ def begin(path: Path, name: str) -> list[Example]:
     return out
 
 
-def dstc9(labels: Path, knowledge: Path, entries: list[tuple[Path, Path]]) -> list[Example]:
+def dstc9(
+    labels: Path, knowledge: Path, entries: list[tuple[Path, Path]], *, keep_closing: bool = False
+) -> list[Example]:
     """System responses from a task-oriented dialogue challenge (hotels, restaurants, trains,
     taxis, sights), each rated 1 to 5 by three people for how accurate it is against the
     reference knowledge: one FAQ question and answer about the place. Judged against that
     snippet: a mean rating of 4.5 or more is supported ("no"), 2 or less hallucinated
     ("yes"), the rest left out. Ratings of the same text against the same snippet (systems
     that wrote the same reply) are pooled. A closing question ("Anything else I can do for
-    you?") asserts nothing and is cut off; a text rated both ways against different snippets
-    is left out, and every text is kept once."""
+    you?") asserts nothing and is cut off (`keep_closing` keeps it, for
+    `dstc9_closings.py`); a text rated both ways against different snippets is left out,
+    and every text is kept once."""
     gold = json.loads(labels.read_text(encoding="utf-8"))
     docs = json.loads(knowledge.read_text(encoding="utf-8"))
 
@@ -290,7 +293,7 @@ def dstc9(labels: Path, knowledge: Path, entries: list[tuple[Path, Path]]) -> li
             if not (score and truth.get("target") and reply.get("target")):
                 continue
             sentences = _SENTENCE_BREAK.split((reply.get("response") or "").strip())
-            while sentences and sentences[-1].endswith("?"):
+            while not keep_closing and sentences and sentences[-1].endswith("?"):
                 sentences.pop()
             text = " ".join(sentences)
             if 20 <= len(text) <= 300:
