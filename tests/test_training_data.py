@@ -355,6 +355,16 @@ def test_dialogue_replies_are_labelled_by_their_pooled_accuracy_ratings(make_dat
         ("dstc9/inaccurate", "yes", "No, the hotel does not allow dogs of any kind.", dogs),
         ("dstc9/inaccurate", "yes", "Dogs stay free of charge at the Bijou.", dogs),
     ]  # closing questions cut off; pooled-in-between, both-ways and empty replies left out
+    kept = make_data.dstc9(
+        tmp_path / "labels.json", tmp_path / "knowledge.json", pairs, keep_closing=True
+    )  # dstc9_closings.py: the question stays, so the replies are no longer pooled
+    assert [(e.source, e.text) for e in kept] == [
+        ("dstc9/accurate", "Parking at the Bijou costs $45 a day. Anything else?"),
+        ("dstc9/accurate", "Yes, dogs are welcome at the hotel. Would you like to book a room?"),
+        ("dstc9/inaccurate", "No, the hotel does not allow dogs of any kind."),
+        ("dstc9/inaccurate", "Yes. Would you like more help with that?"),
+        ("dstc9/inaccurate", "Dogs stay free of charge at the Bijou."),
+    ]
     pairs[1][0].write_text(json.dumps(json.loads(pairs[1][0].read_text())[:-1]))
     with pytest.raises(make_data.SourceError, match="5 replies, 6 ratings, 6 test turns"):
         make_data.dstc9(tmp_path / "labels.json", tmp_path / "knowledge.json", pairs)
