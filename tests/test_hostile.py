@@ -52,6 +52,7 @@ def hostile_outputs(count: int, seed: int = 11) -> list[tuple[object, bool]]:
         (None, False),
         (b"bytes", False),
         (3.5, False),
+        ("a, " * 100_000 + "b c d e?", True),  # one question, 100,000 commas: sorted in linear time
     ]  # fmt: skip
     outputs = list(fixed)
     while len(outputs) < count:
@@ -121,6 +122,13 @@ def test_hundreds_of_hostile_outputs_through_both_scorers(tmp_home):
             judge, extraction="sentences", reason="judge", context=["The sky is blue."]
         ),
         create_hallucination_scorer(judge, id="claims-by-judge", extraction="judge", scale=5),
+        create_hallucination_scorer(
+            judge,
+            id="sentence-claims",
+            extraction="sentence-claims",
+            reason="template",
+            context=["The sky is blue."],
+        ),
         create_toxicity_scorer(judge, reason="template", score_mode="max"),
     ]
     result = run_evals(data, scorers)
@@ -128,11 +136,16 @@ def test_hundreds_of_hostile_outputs_through_both_scorers(tmp_home):
     check_results(
         result,
         readable_of,
-        {"hallucination-scorer": 1, "claims-by-judge": 5, "toxicity-scorer": 1},
+        {
+            "hallucination-scorer": 1,
+            "claims-by-judge": 5,
+            "sentence-claims": 1,
+            "toxicity-scorer": 1,
+        },
     )
     too_long = [r.index for r in result.items if readable_of[r.index] and not r.ok]
-    assert too_long == [2, 3]  # the two 50,000-character texts, for judge extraction only
-    assert result.summary["failed_items"] == sum(1 for _, ok in outputs if not ok) + 2
+    assert too_long == [2, 3, 25]  # the three longest texts, for judge extraction only
+    assert result.summary["failed_items"] == sum(1 for _, ok in outputs if not ok) + 3
     assert_scheduler_idle(judge.scheduler, judge.engine, runtime=judge.runtime)
     judge.close()
 

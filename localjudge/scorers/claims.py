@@ -38,7 +38,7 @@ _PRESENTS_A_FACT = re.compile(
 # a sentence end the splitter did not take (an abbreviation before it): judge it all
 _MISSED_BOUNDARY = re.compile(r"[.!]\s+[A-Z0-9]")
 # ", right?", ", isn't it?", ", don't you think?": a statement with a tag on the end
-_TAG = re.compile(r"^.*\w.*, ?(\w+'?\w*)( \w+'?\w*){0,2} ?$")
+_TAG_WORDS = re.compile(r"\w+'?\w*( \w+'?\w*){0,2}")
 
 _WORDS_ONLY = re.compile(r"[^\w' ]+")
 _THANKS_FOR = (
@@ -107,10 +107,22 @@ def why_not_a_claim(sentence: str) -> str | None:
             or ";" in body
             or ":" in body
             or _MISSED_BOUNDARY.search(body)
-            or (len(body.split()) > 3 and _TAG.match(body.lower()))
+            or _ends_in_a_tag(body)
         )
         return None if kept else QUESTION
     return None
+
+
+def _ends_in_a_tag(body: str) -> bool:
+    """Whether a question's body (without its "?") is a statement of more than three words
+    with a tag of one to three words after its last comma ("It opens at 9, right")."""
+    head, comma, tag = body.rpartition(",")
+    return bool(
+        comma
+        and len(body.split()) > 3
+        and any(ch.isalnum() for ch in head)
+        and _TAG_WORDS.fullmatch(tag.strip().lower())
+    )
 
 
 def sentence_claims(text: str, max_chars: int = 600) -> SentenceClaims:
