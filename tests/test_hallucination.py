@@ -486,6 +486,8 @@ def test_sentence_splitter_languages():
         ("Let me know if you have any other questions.", "courtesy"),
         ("Hope this helps!", "courtesy"),
         ("ありがとうございます。", "courtesy"),
+        ("## Return policy", "heading"),
+        ("#hashtag facts are claims", None),
         ("😊", "no words"),
         ("...", "no words"),
         # claims, judged as before
@@ -527,7 +529,7 @@ def test_sentence_claims_leave_out_what_states_nothing_and_say_so(judge):
         "skipped": [{"why": "courtesy"}, {"why": "courtesy"}],
     }
     assert "Thanks" not in json.dumps(private)
-    assert result.reason.endswith("(2 sentences state nothing to check: a question or a courtesy).")
+    assert result.reason.endswith("(2 sentences state nothing to check: 2 courtesies).")
     every = create_hallucination_scorer(
         judge, context=["The sky is blue."], extraction="sentences", reason="template"
     ).run({"output": output})
@@ -539,7 +541,7 @@ def test_sentence_claims_leave_out_what_states_nothing_and_say_so(judge):
     assert nothing.score == 0 and nothing.analyze_step_result == {"verdicts": []}
     assert nothing.reason == (
         "The score is 0 because the output makes no claims to check"
-        " (2 sentences state nothing to check: a question or a courtesy)."
+        " (2 sentences state nothing to check: 1 question, 1 courtesy)."
     )
 
 

@@ -15,6 +15,7 @@ The rules are deliberately narrow, so that anything checkable is still judged:
   ends in a tag ("It opens at 9, right?") or has a second clause (";" or ":");
 - a courtesy is left out only when the whole sentence is one (`_COURTESY`, English and
   Japanese); "Thanks, it arrives on Thursday." is judged;
+- a Markdown heading ("## Return policy") is left out;
 - a sentence with no letter or digit (an emoji, "...") is left out.
 """
 
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 
 from localjudge.scorers.text import split_sentences, split_statements
 
-QUESTION, COURTESY, NO_WORDS = "question", "courtesy", "no words"
+QUESTION, COURTESY, HEADING, NO_WORDS = "question", "courtesy", "heading", "no words"
+KINDS = (QUESTION, COURTESY, HEADING, NO_WORDS)  # the order a reason names them in
 
 _CLOSERS = "\"')]」』）"
 _QUESTION_END = re.compile(rf"[?？][{re.escape(_CLOSERS)}]*$")
@@ -40,6 +42,7 @@ _MISSED_BOUNDARY = re.compile(r"[.!]\s+[A-Z0-9]")
 # ", right?", ", isn't it?", ", don't you think?": a statement with a tag on the end
 _TAG_WORDS = re.compile(r"\w+'?\w*( \w+'?\w*){0,2}")
 
+_HEADING = re.compile(r"#{1,6}\s")
 _WORDS_ONLY = re.compile(r"[^\w' ]+")
 _THANKS_FOR = (
     r"(waiting|your patience|asking|your question|the question|reaching out|contacting us"
@@ -86,15 +89,17 @@ class SentenceClaims:
     """An output's sentences, sorted into claims and the rest."""
 
     claims: list[str]  # judged against the context, in the output's order
-    skipped: list[dict]  # {"sentence": ..., "why": "question" | "courtesy" | "no words"}
+    skipped: list[dict]  # {"sentence": ..., "why": one of KINDS}
 
 
 def why_not_a_claim(sentence: str) -> str | None:
-    """Why `sentence` states nothing a context could support or contradict (QUESTION,
-    COURTESY or NO_WORDS), or None when it is a claim."""
+    """Why `sentence` states nothing a context could support or contradict (one of KINDS),
+    or None when it is a claim."""
     text = sentence.strip()
     if not any(ch.isalnum() for ch in text):
         return NO_WORDS
+    if _HEADING.match(text):
+        return HEADING
     if _COURTESY_JA.fullmatch(text):
         return COURTESY
     words = " ".join(_WORDS_ONLY.sub(" ", text.lower().replace("’", "'")).split())
@@ -111,6 +116,23 @@ def why_not_a_claim(sentence: str) -> str | None:
         )
         return None if kept else QUESTION
     return None
+
+
+def left_out_text(skipped: list[dict]) -> str:
+    """What a reason says of the sentences left out: "2 sentences state nothing to check:
+    1 question, 1 courtesy"."""
+    counts = {kind: sum(s["why"] == kind for s in skipped) for kind in KINDS}
+    kinds = ", ".join(f"{n} {kind if n == 1 else _PLURAL[kind]}" for kind, n in counts.items() if n)
+    verb = "sentence states" if len(skipped) == 1 else "sentences state"
+    return f"{len(skipped)} {verb} nothing to check: {kinds}"
+
+
+_PLURAL = {
+    QUESTION: "questions",
+    COURTESY: "courtesies",
+    HEADING: "headings",
+    NO_WORDS: "without words",
+}
 
 
 def _ends_in_a_tag(body: str) -> bool:

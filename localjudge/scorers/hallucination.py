@@ -11,7 +11,7 @@ written by a judge fit to write it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from localjudge.prompts import (
 )
 from localjudge.scorers.base import Scorer
 from localjudge.scorers.baselines import overlap_verdict
-from localjudge.scorers.claims import sentence_claims
+from localjudge.scorers.claims import left_out_text, sentence_claims
 from localjudge.scorers.evidence import (
     DEFAULT_TOP_K,
     check_windows,
@@ -56,18 +56,18 @@ def hallucination_score(verdicts: list[dict], scale: float | None = 1) -> float:
 
 
 def hallucination_template_reason(
-    score: float, scale: float, verdicts: list[dict], *, quoted: bool = True, skipped: int = 0
+    score: float,
+    scale: float,
+    verdicts: list[dict],
+    *,
+    quoted: bool = True,
+    skipped: Sequence[dict] = (),
 ) -> str:
     """The reason built from the verdicts and their evidence, without a judge call;
     `quoted=False` names claims and windows by number instead of quoting them (what a
-    result keeps when its texts are not stored); `skipped` sentences stated nothing to
-    check (questions, courtesies) and are named as left out."""
-    left_out = (
-        f" ({skipped} {'sentence states' if skipped == 1 else 'sentences state'} nothing to"
-        " check: a question or a courtesy)"
-        if skipped
-        else ""
-    )
+    result keeps when its texts are not stored); the `skipped` sentences (sentence-claims
+    extraction) stated nothing to check, and are counted by kind."""
+    left_out = f" ({left_out_text(list(skipped))})" if skipped else ""
     if not verdicts:
         return f"The score is {score:g} because the output makes no claims to check{left_out}."
     unsupported = [(n, v) for n, v in enumerate(verdicts, 1) if v["verdict"] == "yes"]
@@ -295,7 +295,7 @@ class HallucinationScorer(Scorer):
         ):  # judged in windows: the reason is written from the windows that decided
             reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
         reason, reason_prompt = await self.reason(
-            hallucination_template_reason(score, self.scale, verdicts, skipped=len(skipped)),
+            hallucination_template_reason(score, self.scale, verdicts, skipped=skipped),
             hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
             if verdicts
             else None,
@@ -318,7 +318,7 @@ class HallucinationScorer(Scorer):
             usage=usage,
             prompt_version=HALLUCINATION_PROMPT_VERSION,
             private_reason=hallucination_template_reason(
-                score, self.scale, verdicts, quoted=False, skipped=len(skipped)
+                score, self.scale, verdicts, quoted=False, skipped=skipped
             ),
             details=details,
         )
@@ -341,8 +341,8 @@ def create_hallucination_scorer(
     (plain or async; called with the keywords it names, or all with `**kwargs`) resolves
     context at run time and replaces it entirely, even with `[]`.
     `extraction`: "judge" (claims by the judge), "sentences" (deterministic splitter, every
-    sentence a claim), "sentence-claims" (the same, less the sentences that state nothing,
-    a question or a courtesy such as "Have a nice day!", which are listed in
+    sentence a claim), "sentence-claims" (the same, less the sentences that state nothing:
+    a question, a courtesy such as "Have a nice day!" or a Markdown heading, listed in
     `preprocessStepResult.skipped`) or "auto" (sentences unless the judge's free text can
     be trusted: not a base model or a judge tuned for verdicts only). `reason`: "judge" (written by the judge) or "template"
     (built from the verdicts and their evidence, no judge call); the default is "judge" for

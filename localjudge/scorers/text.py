@@ -39,6 +39,8 @@ _ABBREVIATIONS = frozenset(
         "p.m.",
     ]
 )
+# a numbered list's marker, alone before its item ("2.", "iv."): it ends no sentence
+_ENUMERATOR = re.compile(r"(\d{1,3}|[ivx]{1,5})\.")
 # abbreviations that end a sentence when a capital follows: "at 9 a.m. It closes at 5 p.m."
 _ENDS_A_SENTENCE_BEFORE_A_CAPITAL = frozenset(["a.m.", "p.m.", "etc."])
 # a CJK full stop ends a sentence unless a closing quote follows that runs on into the text
@@ -55,7 +57,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     deterministic, for English and Japanese.
 
     Line breaks always end a sentence; a period ends one only when followed by whitespace
-    and not part of an abbreviation ("e.g.") or an initial ("J. Smith").
+    and not part of an abbreviation ("e.g."), an initial ("J. Smith") or a list's number
+    ("2. Refunds go to your card." is one sentence).
     """
     spans: list[tuple[int, int]] = []
     start = position = 0
@@ -65,7 +68,9 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         words = text[start:position].split()
         last_word = words[-1].lower() if words else ""
         is_abbreviation = (
-            last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]\.", last_word) is not None
+            last_word in _ABBREVIATIONS
+            or re.fullmatch(r"[a-z]\.", last_word) is not None
+            or (len(words) == 1 and _ENUMERATOR.fullmatch(last_word) is not None)
         )
         if (
             "\n" not in piece
