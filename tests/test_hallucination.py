@@ -463,6 +463,16 @@ def test_sentence_splitter_languages():
         "「はい。」と彼は言った。",
     ]
     assert split_sentences("  ") == []
+    # a list's number is part of its item; a number ending a sentence still ends it
+    assert split_sentences(
+        "I found:\n1. It opens at 9. 2. Entry is free.\nBuilt in 1990. Next."
+    ) == [
+        "I found:",
+        "1. It opens at 9.",
+        "2. Entry is free.",
+        "Built in 1990.",
+        "Next.",
+    ]
     # a.m., p.m. and etc. end a sentence when a capital follows; a title never does
     assert split_sentences("It opens at 9 a.m. It shuts at 5 p.m. Ask Dr. Who, etc. Then go.") == [
         "It opens at 9 a.m.",
