@@ -17,14 +17,7 @@ import json
 import random
 from pathlib import Path
 
-from make_data import (
-    DSTC9_ENTRIES,
-    SEED,
-    dstc9,
-    quality_row,
-    recorded_hashes,
-    source_path,
-)
+from make_data import SEED, dstc9_from, quality_row, recorded_hashes, source_path
 
 PER_LABEL = 100
 
@@ -36,8 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     hashes = recorded_hashes()
     path = lambda name: source_path(args.sources, name, hashes)  # noqa: E731
-    rated = [(path(f"dstc9_out_{e}"), path(f"dstc9_rated_{e}")) for e in DSTC9_ENTRIES]
-    examples = dstc9(path("dstc9_labels"), path("dstc9_knowledge"), rated, keep_closing=True)
+    examples = dstc9_from(path, keep_closing=True)
     closing = [e for e in examples if e.text.rstrip().endswith("?")]
     rng = random.Random(f"{SEED}:dstc9-closings")
     rows = []

@@ -313,6 +313,12 @@ def dstc9(
     return out
 
 
+def dstc9_from(path, *, keep_closing: bool = False) -> list[Example]:
+    """`dstc9` on the source files, each found by `path(name)` (its sha256 checked)."""
+    rated = [(path(f"dstc9_out_{e}"), path(f"dstc9_rated_{e}")) for e in DSTC9_ENTRIES]
+    return dstc9(path("dstc9_labels"), path("dstc9_knowledge"), rated, keep_closing=keep_closing)
+
+
 def summedits_label(path: Path, record: dict) -> str:
     """A SummEdits record's verdict: people's label 1 (consistent) "no", 0 "yes"."""
     if str(record.get("label")) not in ("0", "1"):
@@ -1025,8 +1031,7 @@ def collect(
     if "wice-pages" in added:  # under wice/: `select` leaves them out when WiCE is held out
         more += wice_pages(path("wice_dev"), count_tokens, random.Random(f"{SEED}:wice-pages"))
     if "dstc9" in added or "dstc9/" in held_out:
-        rated = [(path(f"dstc9_out_{e}"), path(f"dstc9_rated_{e}")) for e in DSTC9_ENTRIES]
-        more += dstc9(path("dstc9_labels"), path("dstc9_knowledge"), rated)
+        more += dstc9_from(path)
     if "summedits/" in held_out:  # the summaries, whole: measured only
         more += summedits({d: path(f"summedits_{d}") for d in SUMMEDITS_DOMAINS})
     if "summedits-sales" in added:  # under summedits/: left out when SummEdits is held out

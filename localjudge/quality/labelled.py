@@ -199,10 +199,8 @@ def statements_of(text: str, task: VerdictTask | str) -> list[str]:
     """The statements a text is judged in, statement by statement, as the task's scorer
     cuts an output without the judge (`VerdictTask.statements`): none when every sentence
     states nothing to check, the whole text when it has no sentences at all."""
-    task = as_task(task)
-    if not split_statements(text):
-        return [text]
-    return task.statements(text)
+    found = as_task(task).statements(text)
+    return found if found or split_statements(text) else [text]
 
 
 # -- agreement -------------------------------------------------------------------------------

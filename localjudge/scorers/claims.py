@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from localjudge.scorers.text import split_sentences, split_statements
+from localjudge.scorers.text import cut_long, split_sentences
 
 QUESTION, COURTESY, HEADING, NO_WORDS = "question", "courtesy", "heading", "no words"
 KINDS = (QUESTION, COURTESY, HEADING, NO_WORDS)  # the order a reason names them in
@@ -149,13 +149,13 @@ def _ends_in_a_tag(body: str) -> bool:
 
 def sentence_claims(text: str, max_chars: int = 600) -> SentenceClaims:
     """The claims of `text` without a judge: its sentences less those that state nothing
-    (`why_not_a_claim`), a claim over `max_chars` cut at spaces (`split_statements`)."""
+    (`why_not_a_claim`), a claim over `max_chars` cut at spaces (`cut_long`)."""
     claims: list[str] = []
     skipped: list[dict] = []
     for sentence in split_sentences(text):
         why = why_not_a_claim(sentence)
         if why is None:
-            claims.extend(split_statements(sentence, max_chars))
+            claims.extend(cut_long(sentence, max_chars))
         else:
             skipped.append({"sentence": sentence, "why": why})
     return SentenceClaims(claims, skipped)

@@ -106,16 +106,21 @@ def split_statements(text: str, max_chars: int = 600) -> list[str]:
     """The statements of a text: its sentences, with any sentence longer than `max_chars`
     cut at spaces (or every `max_chars` characters where there are none), so every part of
     the text is judged and no prompt outgrows the context."""
-    statements: list[str] = []
-    for sentence in split_sentences(text):
-        while len(sentence) > max_chars:
-            cut = sentence.rfind(" ", 0, max_chars)
-            cut = cut if cut > max_chars // 2 else max_chars
-            statements.append(sentence[:cut].strip())
-            sentence = sentence[cut:].strip()
-        if sentence:
-            statements.append(sentence)
-    return statements
+    return [piece for sentence in split_sentences(text) for piece in cut_long(sentence, max_chars)]
+
+
+def cut_long(sentence: str, max_chars: int = 600) -> list[str]:
+    """One sentence as statements of at most `max_chars`, cut at spaces (or every
+    `max_chars` characters where there are none)."""
+    pieces: list[str] = []
+    while len(sentence) > max_chars:
+        cut = sentence.rfind(" ", 0, max_chars)
+        cut = cut if cut > max_chars // 2 else max_chars
+        pieces.append(sentence[:cut].strip())
+        sentence = sentence[cut:].strip()
+    if sentence:
+        pieces.append(sentence)
+    return pieces
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
