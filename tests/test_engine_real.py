@@ -206,3 +206,54 @@ def test_localjudge_threads_sets_the_default_thread_count(monkeypatch):
         default_threads()
     monkeypatch.delenv("LOCALJUDGE_THREADS")
     assert default_threads() == physical_cores()
+
+
+def test_a_build_with_amx_kernels_loads_weights_without_extra_buffers(monkeypatch):
+    # ggml's AMX kernels die with SIGILL in the vendored llama.cpp (their tile set-up is
+    # optimised away), so a build that holds them loads weights into plain buffers, where
+    # they never run, unless LOCALJUDGE_LLAMA_AMX=1 vouches for the build
+    import llama_cpp
+    import numpy as np
+
+    from localjudge.engine import BatchToken, StepPlan
+    from localjudge.engine import llama as engine_module
+
+    real_info = llama_cpp.llama_print_system_info
+    monkeypatch.delenv("LOCALJUDGE_LLAMA_AMX", raising=False)
+    for info, allowed in [
+        (b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 |", False),
+        (b"CPU : AVX2 = 1 | AVX512 = 1 | REPACK = 1 |", True),
+        (b"CPU : NEON = 1 | ARM_FMA = 1 | REPACK = 1 |", True),
+    ]:
+        monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda info=info: info)
+        assert engine_module.amx_kernels_in_build() is (not allowed)
+        assert engine_module.extra_buffers_allowed() is allowed
+        monkeypatch.setenv("LOCALJUDGE_LLAMA_AMX", "1")
+        assert engine_module.extra_buffers_allowed() is True
+        monkeypatch.delenv("LOCALJUDGE_LLAMA_AMX")
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", real_info)
+
+    # the real engine loads with that choice, and a batched decode runs to the end
+    loaded = []
+    load = llama_cpp.llama_model_load_from_file
+
+    def recording_load(path, params):
+        loaded.append(params.use_extra_bufts)
+        return load(path, params)
+
+    monkeypatch.setattr(llama_cpp, "llama_model_load_from_file", recording_load)
+    tokens = list(range(1000, 1064))  # a batch the AMX kernels would take
+    plan = StepPlan(
+        tokens=[BatchToken(t, i, 0, i == len(tokens) - 1) for i, t in enumerate(tokens)]
+    )
+    with LlamaEngine(resolve().path, EngineConfig(n_ctx=256, n_seq_max=1)) as engine:
+        logits = engine.execute(plan).logits
+    assert loaded == [engine_module.extra_buffers_allowed()]
+    assert logits.shape[0] == 1 and np.isfinite(logits).all()
+
+    # llama-cpp-python's `Llama` (the benchmark's outlines way) gets the same choice through
+    # its bindings' defaults, which are given back afterwards
+    bindings = llama_cpp.llama_cpp
+    with engine_module._model_defaults(use_extra_bufts=False):
+        assert bindings.llama_model_default_params().use_extra_bufts is False
+    assert bindings.llama_model_default_params().use_extra_bufts is True

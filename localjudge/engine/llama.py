@@ -77,6 +77,32 @@ def gpu_offload_available() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
+def amx_kernels_in_build() -> bool:
+    """Whether this llama.cpp build holds ggml's AMX matrix kernels (`AMX_INT8 = 1` in its
+    system info: built with -march=native on a CPU with AMX, or for one)."""
+    _init_backend(verbose=False)
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    return "AMX_INT8 = 1" in info
+
+
+def extra_buffers_allowed() -> bool:
+    """Whether models load with llama.cpp's extra CPU buffer types (weights repacked for
+    this CPU's matrix kernels, AMX among them).
+
+    Not in a build with ggml's AMX kernels, unless `LOCALJUDGE_LLAMA_AMX=1` says that build
+    is known good: in the llama.cpp that llama-cpp-python 0.3.36 vendors, the compiler
+    drops the stores that fill the AMX tile configuration (it is built on the stack and only
+    its palette survives), so the first batched matrix product on a CPU with AMX dies with
+    SIGILL, taking the user's process with it (measured with GCC 12 on a Xeon with AMX; the
+    fix is llama.cpp pull request 26954, unmerged). Without extra buffers those products run
+    on the plain AVX-512/AVX2 kernels: slower prompt processing, never a crash. `make
+    install` builds llama.cpp without the AMX kernels, so this applies to builds from
+    elsewhere."""
+    if os.environ.get("LOCALJUDGE_LLAMA_AMX", "").strip() == "1":
+        return True
+    return not amx_kernels_in_build()
+
+
 def llama_build_info() -> dict[str, object]:
     """What the installed llama.cpp can do: version, CPU features, GPU offload."""
     _init_backend(verbose=False)
@@ -85,6 +111,8 @@ def llama_build_info() -> dict[str, object]:
         "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
         "gpu_offload": gpu_offload_available(),
         "physical_cores": physical_cores(),
+        "amx_kernels": amx_kernels_in_build(),
+        "extra_buffers": extra_buffers_allowed(),
     }
 
 
@@ -137,6 +165,7 @@ class LlamaEngine:
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = n_gpu_layers
+        model_params.use_extra_bufts = extra_buffers_allowed()
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), model_params)
         if not model:
             raise ModelError(
@@ -588,15 +617,41 @@ def open_llama(
     threads = n_threads or default_threads()
     if n_gpu_layers is None:
         n_gpu_layers = -1 if gpu_offload_available() else 0
-    return llama_cpp.Llama(
-        str(path),
-        n_ctx=n_ctx,
-        n_threads=threads,
-        n_threads_batch=threads,
-        n_batch=512,
-        n_ubatch=256,
-        n_gpu_layers=n_gpu_layers,
-        lora_path=str(adapter[0]) if adapter else None,
-        lora_scale=adapter[1] if adapter else 1.0,
-        verbose=False,
-    )
+    with _model_defaults(use_extra_bufts=extra_buffers_allowed()):
+        return llama_cpp.Llama(
+            str(path),
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_batch=512,
+            n_ubatch=256,
+            n_gpu_layers=n_gpu_layers,
+            lora_path=str(adapter[0]) if adapter else None,
+            lora_scale=adapter[1] if adapter else 1.0,
+            verbose=False,
+        )
+
+
+_defaults_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _model_defaults(**fields):
+    """`Llama` takes no `use_extra_bufts`: it starts from its bindings'
+    `llama_model_default_params()`, which this gives `fields` while `Llama` is built (one
+    build at a time)."""
+    bindings = llama_cpp.llama_cpp  # the module `Llama` calls, not the package's re-export
+    original = bindings.llama_model_default_params
+
+    def defaults():
+        params = original()
+        for name, value in fields.items():
+            setattr(params, name, value)
+        return params
+
+    with _defaults_lock:
+        bindings.llama_model_default_params = defaults
+        try:
+            yield
+        finally:
+            bindings.llama_model_default_params = original
