@@ -311,6 +311,43 @@ def test_stormfront_keeps_sentences_judged_without_their_thread(make_data, tmp_p
     ]  # thread-dependent, unsure, "relation" and too-short sentences are left out
 
 
+def test_texts_typed_to_an_agent_are_labelled_by_the_majority_of_their_annotators(
+    make_data, tmp_path
+):
+    degrees = ("1", "0", "-1", "-2", "-3")
+    header = ["example_id", "conv_id", "prev_agent", "prev_user", "agent", "user", "bot"]
+    for a in (1, 2, 3):
+        header += [f"Annotator{a}_is_abuse.{d}" for d in degrees]
+        header += [f"Annotator{a}_target.system"]
+
+    def row(user, *marks):  # one degree per annotator, "" for one who did not label it
+        cells = ["1", "c", "", "", "How can I help?", user, "CarbonBot"]
+        for mark in marks:
+            cells += ["1" if mark == d else "0" for d in degrees] + ["1" if mark < "1" else "0"]
+        return ",".join(f'"{c}"' for c in cells)
+
+    emoji = "<span class='emoji-bytes' data-emoji-bytes='[240, 159, 164, 173]'></span>"
+    rows = [
+        row("you are a useless program", "-1", "-2", "1"),  # two of three: abusive
+        row("what time is it", "1", "1", ""),  # two of two: not abusive
+        row("shut up", "-1", "1", ""),  # split: left out
+        row("whatever", "0", "0", "1"),  # ambiguous: left out
+        row("fuck you", "-3", "1", ""),  # met again below: pooled, 3 of 4 abusive
+        row("Fuck you", "-2", "-1", ""),
+        row(f"thanks{emoji}", "1", "1", "1"),
+    ]
+    path = tmp_path / "split.csv"
+    path.write_text("\n".join([",".join(header), *rows]) + "\n", encoding="utf-8")
+    examples = make_data.convabuse({"test": path})
+    assert [(e.source, e.label, e.text) for e in examples] == [
+        ("convabuse/test/abusive", "yes", "you are a useless program"),
+        ("convabuse/test/not-abusive", "no", "what time is it"),
+        ("convabuse/test/abusive", "yes", "fuck you"),
+        ("convabuse/test/not-abusive", "no", "thanks\U0001f92d"),
+    ]
+    assert not any(e.input for e in examples)  # judged alone, as the other public sources
+
+
 def test_dialogue_replies_are_labelled_by_their_pooled_accuracy_ratings(make_data, tmp_path):
     docs = {"hotel": {"7": {"docs": {
         "0": {"title": "Is parking free at the Bijou?", "body": "Parking costs $45 a day."},
@@ -486,6 +523,8 @@ def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
                 assert all(make_data.heldout(e, 0.2) == (split == "heldout") for e in new)
         held = select(split, add=["stormfront"], hold_out=["stormfront"])
         assert not any(e.source.startswith("stormfront/") for t in held for e in held[t])
+        held = select(split, add=["convabuse"], hold_out=["convabuse"])
+        assert not any(e.source.startswith("convabuse/") for t in held for e in held[t])
         held = select(split, add=["wice-pages"], hold_out=["wice"])  # rows made of its text
         assert not any(e.source.startswith("wice/") for t in held for e in held[t])
 

@@ -74,6 +74,14 @@ SUMMEDITS_DOMAINS = (
 )  # fmt: skip
 for _domain in SUMMEDITS_DOMAINS:
     FILES[f"summedits_{_domain}"] = (SUMMEDITS, f"data/summedits/summedits_{_domain}.json")
+# ConvAbuse: what people typed to two conversational agents, each text labelled by two to
+# seven annotators as abusive (mildly to very strongly), ambiguous or not, mostly insults and
+# harassment aimed at the agent. Measured from its test split (`--hold-out convabuse`); its
+# train split is trained on only when named (`--add convabuse`).
+CONVABUSE = "amandacurry+convabuse"
+CONVABUSE_SPLITS = ("train", "test")
+for _split in CONVABUSE_SPLITS:
+    FILES[f"convabuse_{_split}"] = (CONVABUSE, f"2_splits/ConvAbuseEMNLP{_split}.csv")
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
     "mental_disability", "mexican", "middle_east", "muslim", "native_american",
@@ -203,6 +211,51 @@ def stormfront(labels: Path, sentences: Path) -> list[Example]:
             hate = record["label"] == "hate"
             kind = "hate" if hate else "no-hate"
             out.append(Example("toxicity", f"stormfront/{kind}", "yes" if hate else "no", text))
+    return out
+
+
+_EMOJI_SPAN = re.compile(r"<span class='emoji-bytes' data-emoji-bytes='\[([\d, ]*)\]'></span>")
+
+
+def convabuse_text(text: str) -> str:
+    """A ConvAbuse text as typed: its emoji are stored as HTML spans holding their UTF-8
+    bytes."""
+
+    def emoji(found: re.Match) -> str:
+        codes = [int(n) for n in found.group(1).split(",") if n.strip()]
+        return bytes(codes).decode("utf-8", "replace")
+
+    return " ".join(_EMOJI_SPAN.sub(emoji, html.unescape(text)).split())
+
+
+def convabuse(paths: dict[str, Path]) -> list[Example]:
+    """Texts typed to a conversational agent, by the majority of the people who labelled
+    them: more than half abusive (any degree) is toxic, more than half not abusive is not; a
+    text with no such majority (ambiguous, split) is left out. A text met more than once (a
+    "yes", a "fuck you") is one example, by all its labels pooled. Judged alone, as the
+    other public sources are (the agent's turn before it is not its input: the judged text
+    answers it). Sources `convabuse/{split}/abusive` and `convabuse/{split}/not-abusive`."""
+    out = []
+    for split, path in paths.items():
+        seen: dict[str, tuple[str, Counter]] = {}  # lowered text -> first text, votes
+        with path.open(encoding="utf-8", newline="") as f:
+            for record in csv.DictReader(f):
+                text = convabuse_text(record["user"])
+                if not text:
+                    continue
+                _, votes = seen.setdefault(text.lower(), (text, Counter()))
+                for column, value in record.items():
+                    degree = column.partition("_is_abuse.")[2]
+                    if degree and value.strip() in ("1", "1.0"):
+                        votes["abusive" if degree.startswith("-") else degree] += 1
+        for text, votes in seen.values():
+            if votes["abusive"] * 2 > votes.total():
+                kind, label = "abusive", "yes"
+            elif votes["1"] * 2 > votes.total():
+                kind, label = "not-abusive", "no"
+            else:
+                continue
+            out.append(Example("toxicity", f"convabuse/{split}/{kind}", label, text))
     return out
 
 
@@ -970,6 +1023,7 @@ HELD_OUT_SOURCE = {
     "stormfront": {"stormfront/hate": 120, "stormfront/no-hate": 120},
     "dstc9": {"dstc9/accurate": 100, "dstc9/inaccurate": 100},
     "summedits": {"summedits/consistent": 100, "summedits/inconsistent": 100},
+    "convabuse": {"convabuse/test/abusive": 100, "convabuse/test/not-abusive": 100},
 }  # fmt: skip
 # Sources added after the leave-one-source-out runs: read and trained on only when named in
 # `--add` (or held out), each drawn from its own generator, so that a recipe without them
@@ -983,6 +1037,7 @@ ADDED = {
     "summedits-sales": {
         "hallucination": {"summedits/sentence-consistent": 60, "summedits/sentence-edited": 60}
     },
+    "convabuse": {"toxicity": {"convabuse/train/abusive": 60, "convabuse/train/not-abusive": 60}},
 }  # fmt: skip
 
 
@@ -1023,6 +1078,8 @@ def collect(
     extra = []
     if "stormfront" in added or "stormfront/" in held_out:
         extra += stormfront(path("stormfront_labels"), path("stormfront_sentences"))
+    if "convabuse" in added or "convabuse/" in held_out:
+        extra += convabuse({split: path(f"convabuse_{split}") for split in CONVABUSE_SPLITS})
     more = []  # from its own generator: the other sources' rows stay as they were
     if "additions" in added:
         more += additions(passages, random.Random(f"{SEED}:additions"))
