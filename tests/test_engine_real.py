@@ -232,6 +232,13 @@ def test_a_build_with_amx_kernels_loads_weights_without_extra_buffers(monkeypatc
         assert engine_module.extra_buffers_allowed() is True
         monkeypatch.delenv("LOCALJUDGE_LLAMA_AMX")
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", real_info)
+    # asked while a verbose engine loads, the question leaves llama.cpp's log where it was
+    log_settings = []
+    monkeypatch.setattr(llama_cpp, "llama_log_set", lambda *args: log_settings.append(args))
+    engine_module.amx_kernels_in_build()
+    assert log_settings == []
+    monkeypatch.undo()
+    monkeypatch.delenv("LOCALJUDGE_LLAMA_AMX", raising=False)
 
     # the real engine loads with that choice, and a batched decode runs to the end
     loaded = []

@@ -41,13 +41,15 @@ def _stderr_log(level, text, user_data):  # noqa: ARG001 - signature fixed by ll
     sys.stderr.write(text.decode("utf-8", "replace"))
 
 
-def _init_backend(verbose: bool) -> None:
+def _init_backend(verbose: bool | None) -> None:
+    """llama.cpp's backends, once; its log to stderr or nowhere (None: left as it is)."""
     global _backend_ready
     with _backend_lock:
         if not _backend_ready:
             llama_cpp.llama_backend_init()
             _backend_ready = True
-        llama_cpp.llama_log_set(_stderr_log if verbose else _quiet_log, ctypes.c_void_p(0))
+        if verbose is not None:
+            llama_cpp.llama_log_set(_stderr_log if verbose else _quiet_log, ctypes.c_void_p(0))
 
 
 def physical_cores() -> int:
@@ -80,7 +82,7 @@ def gpu_offload_available() -> bool:
 def amx_kernels_in_build() -> bool:
     """Whether this llama.cpp build holds ggml's AMX matrix kernels (`AMX_INT8 = 1` in its
     system info: built with -march=native on a CPU with AMX, or for one)."""
-    _init_backend(verbose=False)
+    _init_backend(verbose=None)  # a verbose engine being loaded keeps its log
     info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
     return "AMX_INT8 = 1" in info
 
@@ -95,9 +97,9 @@ def extra_buffers_allowed() -> bool:
     its palette survives), so the first batched matrix product on a CPU with AMX dies with
     SIGILL, taking the user's process with it (measured with GCC 12 on a Xeon with AMX; the
     fix is llama.cpp pull request 26954, unmerged). Without extra buffers those products run
-    on the plain AVX-512/AVX2 kernels: slower prompt processing, never a crash. `make
-    install` builds llama.cpp without the AMX kernels, so this applies to builds from
-    elsewhere."""
+    on the plain AVX-512/AVX2 kernels, unrepacked: never a crash, the same verdicts, on the
+    embedded judge about the same speed (README, "Failure behaviour"). `make install` builds
+    llama.cpp without the AMX kernels, so this applies to builds from elsewhere."""
     if os.environ.get("LOCALJUDGE_LLAMA_AMX", "").strip() == "1":
         return True
     return not amx_kernels_in_build()
