@@ -3,7 +3,7 @@ one to the other (RESULTS.md, "A toxicity threshold for the shipped judge").
 
     .venv/bin/python training/toxicity_threshold.py --sources training/sources \
         --trained-heldout training/data-CA/heldout_toxicity.jsonl \
-        --out training/results/convabuse/toxicity-threshold.json
+        --rows training/data-threshold --out training/results/convabuse/toxicity-threshold.json
 
 Rows: Stormfront's sentences (120 hate, 120 other) and ConvAbuse's train split (100 abusive,
 100 other), each drawn with make_data's seed. The default judge gives every row's P(yes).
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sources", type=Path, required=True)
     parser.add_argument("--trained-heldout", type=Path, required=True)
+    parser.add_argument("--rows", type=Path, required=True, help="a folder for the rows drawn")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     hashes = recorded_hashes()
@@ -99,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.rows.mkdir(parents=True, exist_ok=True)
     sets = {}
     for name, records in unseen.items():  # the rows drawn, as `localjudge quality` reads them
-        written = args.out.with_name(f"{args.out.stem}-{name}.jsonl")
+        written = args.rows / f"{name}.jsonl"
         written.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         sets[name] = read_rows(written, "toxicity")[0]
     guards = {
@@ -143,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     report["checks"] = checks
-    report["ships"] = all(checks.values())
+    report["rule_passes"] = all(checks.values())  # what shipped is RESULTS.md's to say
     for check, held in checks.items():
         print(f"{'holds' if held else 'FAILS'}: {check}")
-    print(f"ships: {'yes, ' + format(pooled, '.4f') if report['ships'] else 'no'}")
+    print(f"the rule set before: {'passes' if report['rule_passes'] else 'fails'} ({pooled:.4f})")
     report["scores"] = {
         name: {"labels": labels, "p_yes": values} for name, (labels, values) in scores.items()
     }
