@@ -884,3 +884,38 @@ def test_a_device_pack_zeroes_only_embedding_rows_no_example_holds(tmp_path):
     joined = b"".join(p.read_bytes() for p in parts)
     with tarfile.open(fileobj=io.BytesIO(lzma.decompress(joined))) as tar:
         assert tar.extractfile("model/zeroed.gguf").read() == target.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("sentence", "parts"),
+    [
+        (
+            "The first iPhone was announced on January 9, 2007 and went on sale on June 29, 2007.",
+            [
+                "The first iPhone was announced on January 9, 2007.",
+                "The first iPhone went on sale on June 29, 2007.",
+            ],
+        ),
+        (  # a passive: the auxiliary goes with the subject
+            "The film was directed by Smith and edited by Jones.",
+            ["The film was directed by Smith.", "The film was edited by Jones."],
+        ),
+        (
+            "Apple released the iPhone in 2007, and sold a million units.",
+            ["Apple released the iPhone in 2007.", "Apple sold a million units."],
+        ),
+        # left whole: nouns joined, a second clause with its own subject, a present tense or
+        # a short "-ed" word the closed rule does not take for a verb
+        ("Shizuoka and Yamanashi share the mountain.", None),
+        ("I was there and it rained all day.", None),
+        ("The hotel has a pool and offers free parking.", None),
+        ("He was born in 1950 and died in 2000.", None),
+    ],
+)
+def test_coordinated_predicates_are_split_only_as_the_rule_set_before_says(sentence, parts):
+    spec = importlib.util.spec_from_file_location(
+        "claims_shape", ROOT / "training" / "claims_shape.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.split_predicates(sentence) == (parts or [sentence])
