@@ -20,7 +20,7 @@ from localjudge.evals.live import LiveScorer
 from localjudge.grammar import compile_grammar, load_schema
 from localjudge.scheduler import BatchRuntime, GenerationRequest, SamplingParams, Scheduler
 from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
-from localjudge.testing import FakeEngine, FakeJudge
+from localjudge.testing import FakeEngine, FakeJudge, assert_scheduler_idle
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "Context: the sky is blue.\n"
@@ -265,9 +265,10 @@ def test_cancelled_scorer_calls_leave_the_scheduler(tmp_home):
             await asyncio.wait_for(scorer.run_async({"output": output}), timeout=0.1)
 
     asyncio.run(main())
-    assert judge.runtime.wait_idle(timeout=10)
-    assert_clean(judge.scheduler)
-    assert judge.engine.kv == {}  # every sequence's cells were removed
+    # nothing of the cancelled requests is left: every slot free and the engine holding only
+    # idle groups; a statement that finished before the cancel keeps its prompt, as any
+    # finished request does (keep_prompts), which a slow machine's timing sometimes allows
+    assert_scheduler_idle(judge.scheduler, judge.engine, runtime=judge.runtime)
     judge.close()
 
 
