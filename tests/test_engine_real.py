@@ -218,27 +218,24 @@ def test_a_build_with_amx_kernels_loads_weights_without_extra_buffers(monkeypatc
     from localjudge.engine import BatchToken, StepPlan
     from localjudge.engine import llama as engine_module
 
-    real_info = llama_cpp.llama_print_system_info
     monkeypatch.delenv("LOCALJUDGE_LLAMA_AMX", raising=False)
     for info, allowed in [
         (b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 |", False),
         (b"CPU : AVX2 = 1 | AVX512 = 1 | REPACK = 1 |", True),
         (b"CPU : NEON = 1 | ARM_FMA = 1 | REPACK = 1 |", True),
     ]:
-        monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda info=info: info)
-        assert engine_module.amx_kernels_in_build() is (not allowed)
-        assert engine_module.extra_buffers_allowed() is allowed
-        monkeypatch.setenv("LOCALJUDGE_LLAMA_AMX", "1")
-        assert engine_module.extra_buffers_allowed() is True
-        monkeypatch.delenv("LOCALJUDGE_LLAMA_AMX")
-    monkeypatch.setattr(llama_cpp, "llama_print_system_info", real_info)
+        with monkeypatch.context() as patch:
+            patch.setattr(llama_cpp, "llama_print_system_info", lambda info=info: info)
+            assert engine_module.amx_kernels_in_build() is (not allowed)
+            assert engine_module.extra_buffers_allowed() is allowed
+            patch.setenv("LOCALJUDGE_LLAMA_AMX", "1")
+            assert engine_module.extra_buffers_allowed() is True
     # asked while a verbose engine loads, the question leaves llama.cpp's log where it was
     log_settings = []
-    monkeypatch.setattr(llama_cpp, "llama_log_set", lambda *args: log_settings.append(args))
-    engine_module.amx_kernels_in_build()
+    with monkeypatch.context() as patch:
+        patch.setattr(llama_cpp, "llama_log_set", lambda *args: log_settings.append(args))
+        engine_module.amx_kernels_in_build()
     assert log_settings == []
-    monkeypatch.undo()
-    monkeypatch.delenv("LOCALJUDGE_LLAMA_AMX", raising=False)
 
     # the real engine loads with that choice, and a batched decode runs to the end
     loaded = []

@@ -69,14 +69,14 @@ def split_predicates(sentence: str) -> list[str]:
         (
             n
             for n in range(first + 2, len(tokens) - 2)
-            if _word(tokens[n]) == "and" and tokens[n] == "and" and _verb(tokens[n + 1])
+            if tokens[n] == "and" and _verb(tokens[n + 1])
         ),
         None,
     )
     if joint is None:
         return [sentence]
     subject = tokens[:first]
-    end = sentence.rstrip()[-1] if sentence.rstrip()[-1] in ".!" else "."
+    end = tokens[-1][-1] if tokens[-1][-1] in ".!" else "."
     head = " ".join(tokens[:joint]).rstrip(",;") + end
     passive = (
         _word(tokens[first]) in AUXILIARIES
