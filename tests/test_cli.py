@@ -19,6 +19,7 @@ def test_models_list_json():
     rows = json.loads(result.output)
     default = next(r for r in rows if r["default"])
     assert default["name"] == "gemma-3-270m-judge" and default["fitness"] == "verdicts"
+    assert "never saw" in default["notes"]
 
 
 def test_models_list_table():
@@ -41,6 +42,7 @@ def test_models_info_default():
     info = json.loads(result.output)
     assert info["architecture"] == "gemma3" and info["registry_sha256_ok"] is True
     assert info["chat_template"] is False and info["quantisation"] == "Q4_K_M"
+    assert "never saw" in info["notes"]
 
 
 def test_unknown_model_is_one_line_exit_1(tmp_home):
@@ -59,8 +61,10 @@ def test_not_a_gguf_is_one_line_exit_1(tmp_path):
 
 def test_models_add_then_verify(tmp_home, tmp_path):
     path = write_gguf(tmp_path / "mine.gguf")
-    added = invoke("models", "add", "mine", str(path), "--license", "mit")
+    added = invoke("models", "add", "mine", str(path), "--license", "mit", "--notes", "ours, v2")
     assert added.exit_code == 0 and "added mine" in added.output
+    listed = {row["name"]: row for row in json.loads(invoke("models", "list", "--json").output)}
+    assert listed["mine"]["notes"] == "ours, v2"
     verified = invoke("models", "verify", "mine")
     assert verified.exit_code == 0 and verified.output.strip().endswith("OK")
     path.write_bytes(path.read_bytes() + b"x")

@@ -31,6 +31,7 @@ def models_list(as_json: bool) -> None:
                 "fitness": entry.fitness,
                 "license": entry.license,
                 "path": str(entry.local_path),
+                "notes": entry.notes,
             }
         )
     if as_json:
@@ -74,6 +75,8 @@ def models_info(model: str | None, as_json: bool) -> None:
         )
         info["fitness"] = resolved.entry.fitness
         info["license"] = resolved.entry.license
+        if resolved.entry.notes:
+            info["notes"] = resolved.entry.notes
         for path, scale in resolved.adapters:
             info["adapter"] = f"{path} x{scale:g}"
             info["adapter_sha256"] = sha256_file(path)
@@ -120,7 +123,7 @@ def models_default(model: str) -> None:
     default="judge",
     help="Whether its verdicts are meaningful.",
 )
-@click.option("--notes", default="", help="Free text shown by `models list`.")
+@click.option("--notes", default="", help="Free text shown by `models info` and `models list --json`.")
 @click.option(
     "--adapter",
     type=click.Path(dir_okay=False),
