@@ -14,10 +14,11 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from localjudge.judge import Judge
-from localjudge.quality.labelled import devset_rows, measure
+from localjudge.quality.labelled import QualityReport, Way, baselines, devset_rows, measure
 from localjudge.quality.rows import read_rows
 
 TASKS = ("toxicity", "hallucination")
@@ -73,32 +74,18 @@ def main(argv: list[str] | None = None) -> int:
                 report = measure(
                     judge, rows, task, source=name, reasons=False, statements=args.statements
                 )
-                entry = {
-                    "way": way,
-                    "judge": judge.name,
-                    "task": task,
-                    "set": name,
-                    "statements": args.statements,
-                    "rows": len(report.rows),
-                    "errors": len(report.judge_errors),
-                    "agreement": {w: vars(a) for w, a in report.agreement().items()},
-                    # 95% bootstrap intervals, and the judge minus each baseline (paired)
-                    "intervals": spread.to_dict() if (spread := report.intervals) else None,
-                    "groups": {g: vars(a["judge"]) for g, a in report.by_group().items()},
-                    # per row, for fitting a threshold on sources held out from training
-                    "scores": [round(x, 6) for x in report.ways[0].scores],
-                    "labels": [r.label for r in report.rows],
-                    "row_groups": [r.group for r in report.rows],
-                }
-                results["sets"].append(entry)
-                print(
-                    f"{way:5} {task:13} {name:8} rows {entry['rows']:3}  "
-                    + "  ".join(
-                        f"{w} BA {a['balanced_accuracy']:.3f} AUROC {_f(a['auroc'])}"
-                        for w, a in entry["agreement"].items()
-                    ),
-                    flush=True,
-                )
+                parts = by_source(report) if name == "held-out sources" else {}
+                for set_name, part in [(name, report), *parts.items()]:
+                    entry = entry_of(way, task, set_name, part)
+                    results["sets"].append(entry)
+                    print(
+                        f"{way:5} {task:13} {set_name:8} rows {entry['rows']:3}  "
+                        + "  ".join(
+                            f"{w} BA {a['balanced_accuracy']:.3f} AUROC {_f(a['auroc'])}"
+                            for w, a in entry["agreement"].items()
+                        ),
+                        flush=True,
+                    )
         print(f"{way}: {time.perf_counter() - started:.0f} s")
 
     decision = ship_decision(results["sets"])
@@ -109,6 +96,65 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+SOURCE_SET = "held-out source "  # + a source's name: one of several pooled held-out sources
+
+
+def source_of(group: str | None) -> str:
+    """The source a row was drawn from: its group's first part (`toxigen/hate`)."""
+    return (group or "").split("/", 1)[0]
+
+
+def by_source(report: QualityReport) -> dict[str, QualityReport]:
+    """When a set pools rows of several sources (more than one held out for a task), the
+    report of each source's rows alone, named `held-out source <name>`, the baselines
+    worked out again on those rows; empty for a set of one source. The ship rule is read on
+    each of them (a source the judge fails cannot hide behind another it passes)."""
+    members: dict[str, list[int]] = {}
+    for i, row in enumerate(report.rows):
+        members.setdefault(source_of(row.group), []).append(i)
+    if len(members) < 2:
+        return {}
+    out = {}
+    judge = report.ways[0]
+    for source, kept in sorted(members.items()):
+        rows = [report.rows[i] for i in kept]
+        scores = [judge.scores[i] for i in kept]
+        predictions = [judge.predictions[i] for i in kept]
+        out[SOURCE_SET + source] = replace(
+            report,
+            source=SOURCE_SET + source,
+            rows=rows,
+            ways=[
+                Way(judge.name, scores, predictions),
+                *baselines(report.task, rows, statements=report.statements),
+            ],
+            judge_errors=[e for e in report.judge_errors if source_of(e[0].group) == source],
+            reasons=[report.reasons[i] for i in kept] if report.reasons else [],
+        )
+    return out
+
+
+def entry_of(way: str, task: str, name: str, report: QualityReport) -> dict:
+    """One set's figures as saved in --out."""
+    return {
+        "way": way,
+        "judge": report.model,
+        "task": task,
+        "set": name,
+        "statements": report.statements,
+        "rows": len(report.rows),
+        "errors": len(report.judge_errors),
+        "agreement": {w: vars(a) for w, a in report.agreement().items()},
+        # 95% bootstrap intervals, and the judge minus each baseline (paired)
+        "intervals": spread.to_dict() if (spread := report.intervals) else None,
+        "groups": {g: vars(a["judge"]) for g, a in report.by_group().items()},
+        # per row, for fitting a threshold on sources held out from training
+        "scores": [round(x, 6) for x in report.ways[0].scores],
+        "labels": [r.label for r in report.rows],
+        "row_groups": [r.group for r in report.rows],
+    }
 
 
 def _f(value) -> str:
@@ -129,14 +175,19 @@ def ship_decision(entries: list[dict]) -> dict:
     baseline by 5 balanced-accuracy points on toxicity and does not fall below it on
     hallucination. It decides on our held-out split (public data never trained on); the
     built-in dev sets (63 and 48 hand-written rows, whose word-list baseline was written
-    with them) are checked the same way and reported beside it."""
+    with them) are checked the same way and reported beside it. Where a task's held-out
+    sources are several, the rule is read on each source, and their pool is reported."""
     lines, passed = [], True
     names = {e["set"] for e in entries}
     deciding_set = "held-out sources" if "held-out sources" in names else "held-out"
+    split = {e["task"] for e in entries if e["set"].startswith(SOURCE_SET)}
     for entry in entries:
         if entry["way"] != "tuned":
             continue
-        deciding = entry["set"] == deciding_set
+        if deciding_set == "held-out sources" and entry["task"] in split:
+            deciding = entry["set"].startswith(SOURCE_SET)  # each source, not their pool
+        else:
+            deciding = entry["set"] == deciding_set
         agreement = entry["agreement"]
         judge = agreement["judge"]["balanced_accuracy"]
         baseline_name, baseline = max(

@@ -39,6 +39,7 @@ from localjudge.quality.labelled import baselines
 from localjudge.quality.rows import read_rows
 
 FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
+SOURCE_SET = "held-out source "  # evaluate.py's name for one of several held-out sources
 
 
 def saved_sets(path: Path) -> dict[tuple[str, str], dict]:
@@ -55,6 +56,19 @@ def same_rows(entry: dict, labels: list, groups: list) -> bool:
     return entry["labels"] == labels and entry["row_groups"] == groups
 
 
+def set_rows(data: Path, task: str, name: str) -> list | None:
+    """The regenerated rows of a set evaluate.py names: a file's, or for one of several held-out
+    sources (`held-out source toxigen`) the rows of the sources' file drawn from it; None for
+    a set no file holds (the dev sets)."""
+    if name in FILES:
+        return read_rows(data / f"{FILES[name]}_{task}.jsonl", task)[0]
+    if name.startswith(SOURCE_SET):
+        rows, _ = read_rows(data / f"{FILES['held-out sources']}_{task}.jsonl", task)
+        source = name.removeprefix(SOURCE_SET)
+        return [r for r in rows if (r.group or "").split("/", 1)[0] == source]
+    return None
+
+
 def rows_of(
     path: Path, data: Path | None = None, against: Path | None = None
 ) -> list[tuple[str, str, object]]:
@@ -67,14 +81,13 @@ def rows_of(
     for (task, name), entry in saved_sets(path).items():
         scores, labels = entry["scores"], entry["labels"]
         ways = [("judge", scores, [s >= 0.5 for s in scores])]
-        if data is not None and name in FILES:
-            rows, _ = read_rows(data / f"{FILES[name]}_{task}.jsonl", task)
-            if same_rows(entry, [r.label for r in rows], [r.group for r in rows]):
-                shape = entry.get("statements", False)  # the baselines in the judge's shape
-                ways += [
-                    (w.name, w.scores, w.predictions)
-                    for w in baselines(task, rows, statements=shape)[1:]
-                ]
+        rows = set_rows(data, task, name) if data is not None else None
+        if rows is not None and same_rows(entry, [r.label for r in rows], [r.group for r in rows]):
+            shape = entry.get("statements", False)  # the baselines in the judge's shape
+            ways += [
+                (w.name, w.scores, w.predictions)
+                for w in baselines(task, rows, statements=shape)[1:]
+            ]
         other = others.get((task, name))
         if other and same_rows(other, labels, entry["row_groups"]):
             ways.append((against.stem, other["scores"], [s >= 0.5 for s in other["scores"]]))

@@ -1,0 +1,103 @@
+"""training/evaluate.py's reading of held-out sources: with more than one source held out for
+a task, each source is measured alone and the ship rule is read on each, not on their pool."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from localjudge.quality.labelled import QualityReport, Row, Way, baselines
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "training" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def evaluate():
+    return load("evaluate")
+
+
+def report_of(rows: list[Row], scores: list[float]) -> QualityReport:
+    judge = Way("judge", scores, [s >= 0.5 for s in scores])
+    return QualityReport(
+        task="toxicity",
+        source="held-out sources",
+        model="tiny",
+        rows=rows,
+        ways=[judge, *baselines("toxicity", rows)],
+        threshold=0.5,
+        resamples=0,
+    )
+
+
+# Two sources pooled: the judge is right on every toxigen row and wrong on every convabuse one.
+ROWS = [
+    Row(1, True, "they are all criminals", group="toxigen/hate"),
+    Row(2, False, "they came here in 1990", group="toxigen/neutral"),
+    Row(3, True, "you are a useless bot", group="convabuse/test/abusive"),
+    Row(4, False, "what is the weather", group="convabuse/test/not"),
+    Row(5, False, "tell me a joke", group="convabuse/test/not"),
+    Row(6, True, "those people should leave", group="toxigen/hate"),
+]
+SCORES = [0.9, 0.1, 0.2, 0.8, 0.7, 0.95]
+
+
+def test_each_pooled_source_is_measured_on_its_own_rows(evaluate):
+    parts = evaluate.by_source(report_of(ROWS, SCORES))
+    assert list(parts) == ["held-out source convabuse", "held-out source toxigen"]
+    toxigen, convabuse = parts["held-out source toxigen"], parts["held-out source convabuse"]
+    assert [r.number for r in toxigen.rows] == [1, 2, 6]
+    assert toxigen.ways[0].scores == [0.9, 0.1, 0.95]
+    assert toxigen.agreement()["judge"].balanced_accuracy == 1.0
+    assert convabuse.agreement()["judge"].balanced_accuracy == 0.0
+    # the baselines are worked out again on each source's rows: majority class by its own rate
+    assert convabuse.ways[1].name == "majority class"
+    assert convabuse.ways[1].predictions == [False, False, False]
+    assert toxigen.ways[1].predictions == [True, True, True]
+    assert [w.name for w in toxigen.ways] == [w.name for w in report_of(ROWS, SCORES).ways]
+
+
+def test_a_set_of_one_source_is_not_split(evaluate):
+    toxigen = [r for r in ROWS if r.group.startswith("toxigen")]
+    assert evaluate.by_source(report_of(toxigen, [0.9, 0.1, 0.95])) == {}
+
+
+def test_the_ship_rule_is_read_on_each_source_not_on_their_pool(evaluate):
+    pooled = report_of(ROWS, SCORES)
+    entries = [evaluate.entry_of("tuned", "toxicity", "held-out sources", pooled)]
+    entries += [
+        evaluate.entry_of("tuned", "toxicity", name, part)
+        for name, part in evaluate.by_source(pooled).items()
+    ]
+    decision = evaluate.ship_decision(entries)
+    assert decision["ship"] is False
+    lines = {line.split(":")[1].strip(): line for line in decision["lines"][:-1]}
+    assert lines["toxicity held-out source convabuse"].startswith("FAIL")
+    assert lines["toxicity held-out source toxigen"].startswith("pass")
+    assert lines["toxicity held-out sources"].endswith("[reported, not deciding]")
+    # with the failing source gone, the rule passes on the one left
+    kept = [e for e in entries if e["set"] != "held-out source convabuse"]
+    assert evaluate.ship_decision(kept)["ship"] is True
+
+
+def test_spread_finds_a_pooled_sources_rows_for_its_baselines(tmp_path):
+    spread = load("spread")
+    lines = [{"text": r.text, "label": r.label, "group": r.group} for r in ROWS]
+    (tmp_path / "held-out-sources_toxicity.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines)
+    )
+    rows = spread.set_rows(tmp_path, "toxicity", "held-out source convabuse")
+    assert [r.text for r in rows] == [ROWS[2].text, ROWS[3].text, ROWS[4].text]
+    assert len(spread.set_rows(tmp_path, "toxicity", "held-out sources")) == len(ROWS)
+    assert spread.set_rows(tmp_path, "toxicity", "dev set") is None
