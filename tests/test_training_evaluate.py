@@ -75,10 +75,9 @@ def test_a_set_of_one_source_is_not_split(evaluate):
 
 def test_the_ship_rule_is_read_on_each_source_not_on_their_pool(evaluate):
     pooled = report_of(ROWS, SCORES)
-    entries = [evaluate.entry_of("tuned", "toxicity", "held-out sources", pooled)]
+    entries = [evaluate.entry_of("tuned", "held-out sources", pooled)]
     entries += [
-        evaluate.entry_of("tuned", "toxicity", name, part)
-        for name, part in evaluate.by_source(pooled).items()
+        evaluate.entry_of("tuned", name, part) for name, part in evaluate.by_source(pooled).items()
     ]
     decision = evaluate.ship_decision(entries)
     assert decision["ship"] is False

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 parts = by_source(report) if name == "held-out sources" else {}
                 for set_name, part in [(name, report), *parts.items()]:
-                    entry = entry_of(way, task, set_name, part)
+                    entry = entry_of(way, set_name, part)
                     results["sets"].append(entry)
                     print(
                         f"{way:5} {task:13} {set_name:8} rows {entry['rows']:3}  "
@@ -136,12 +136,12 @@ def by_source(report: QualityReport) -> dict[str, QualityReport]:
     return out
 
 
-def entry_of(way: str, task: str, name: str, report: QualityReport) -> dict:
+def entry_of(way: str, name: str, report: QualityReport) -> dict:
     """One set's figures as saved in --out."""
     return {
         "way": way,
         "judge": report.model,
-        "task": task,
+        "task": report.task,
         "set": name,
         "statements": report.statements,
         "rows": len(report.rows),
