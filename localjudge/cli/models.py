@@ -123,7 +123,9 @@ def models_default(model: str) -> None:
     default="judge",
     help="Whether its verdicts are meaningful.",
 )
-@click.option("--notes", default="", help="Free text shown by `models info` and `models list --json`.")
+@click.option(
+    "--notes", default="", help="Free text shown by `models info` and `models list --json`."
+)
 @click.option(
     "--adapter",
     type=click.Path(dir_okay=False),
