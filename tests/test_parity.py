@@ -224,9 +224,13 @@ def test_eval_field_mapping_stdin_and_stdout(fake_cli, tmp_path):
         input=data,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert [r["scores"]["hallucination"] for r in records] == [0, 1]
-    assert records[0]["key"] == "id:1" and records[0]["input"] == "Sky?"
+    # one record per item, appended as each finishes (not necessarily in input order)
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    records = {r["input"]: r for r in lines}
+    assert len(lines) == 2 and sorted(records) == ["Moon?", "Sky?"]
+    assert records["Sky?"]["scores"]["hallucination"] == 0
+    assert records["Moon?"]["scores"]["hallucination"] == 1
+    assert records["Sky?"]["key"] == "id:1"
     bad = fake_cli("eval", "-", "--scorer", "toxicity", "--out", "-", "--field", "nope=x")
     assert bad.exit_code == 2 and "--field" in bad.output
 
