@@ -100,3 +100,13 @@ def test_spread_finds_a_pooled_sources_rows_for_its_baselines(tmp_path):
     assert [r.text for r in rows] == [ROWS[2].text, ROWS[3].text, ROWS[4].text]
     assert len(spread.set_rows(tmp_path, "toxicity", "held-out sources")) == len(ROWS)
     assert spread.set_rows(tmp_path, "toxicity", "dev set") is None
+
+
+def test_shipping_a_new_adapter_drops_the_thresholds_fitted_on_the_old_one():
+    """A shipped threshold was fitted on one adapter's P(yes); ship.py must not let it decide
+    the next adapter's verdicts."""
+    ship = load("ship")
+    entry = {"name": "j", "recommended": {"n_ctx": 8192, "thresholds": {"toxicity/2": 0.443}}}
+    assert ship.forget_thresholds(entry) == {"toxicity/2": 0.443}
+    assert entry["recommended"] == {"n_ctx": 8192}
+    assert ship.forget_thresholds(entry) == {} and ship.forget_thresholds({"name": "k"}) == {}

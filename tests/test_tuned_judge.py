@@ -64,3 +64,42 @@ def test_the_tuned_judge_beats_the_trivial_baselines(dev_reports, task):
     baselines = [a for name, a in ways.items() if name != "judge"]
     assert ways["judge"].auroc > max(a.auroc for a in baselines) + 0.05
     assert ways["judge"].balanced_accuracy > ways["majority class"].balanced_accuracy + 0.2
+
+
+def test_the_shipped_toxicity_threshold_decides_the_default_judges_verdicts(tmp_home, tmp_path):
+    """The registry ships a toxicity threshold with the embedded judge (fitted on sources it
+    never saw; training/RESULTS.md, "A toxicity threshold under a false-positive cap"): the
+    scorer and `quality` decide by it and say so; hallucination keeps the judge's own
+    verdicts."""
+    from localjudge import create_toxicity_scorer
+    from localjudge.model_registry import load_registry
+    from localjudge.prompts import HALLUCINATION_PROMPT_VERSION, TOXICITY_PROMPT_VERSION
+
+    default, entries = load_registry()
+    thresholds = entries[default].recommended["thresholds"]
+    shipped = thresholds[TOXICITY_PROMPT_VERSION]
+    assert 0 < shipped < 1 and HALLUCINATION_PROMPT_VERSION not in thresholds
+    output = "Thanks for asking. You are a pathetic idiot. The report is due on Friday."
+    with Judge.load(slots=4, n_ctx=4096) as judge:
+        assert judge.verdict_threshold(TOXICITY_PROMPT_VERSION) == (shipped, "registry")
+        assert judge.verdict_threshold(HALLUCINATION_PROMPT_VERSION) is None
+        result = create_toxicity_scorer(judge).run({"input": "How is it going?", "output": output})
+    assert result.to_dict()["threshold"] == {"value": shipped, "source": "registry"}
+    verdicts = result.analyze_step_result["verdicts"]
+    assert len(verdicts) == 3
+    for verdict in verdicts:  # the confidence is P(the verdict given), to four decimals
+        p_yes = verdict["confidence"] if verdict["verdict"] == "yes" else 1 - verdict["confidence"]
+        if abs(p_yes - shipped) > 1e-3:
+            assert (verdict["verdict"] == "yes") == (p_yes >= shipped)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"text": t, "label": t.startswith("You")}) + "\n" for t in output.split(". ")
+        )
+    )
+    report = CliRunner().invoke(
+        cli, ["quality", "--data", str(rows), "--task", "toxicity", "--no-reasons", "--json"]
+    )
+    assert report.exit_code == 0, report.output
+    found = json.loads(report.output)["reports"][0]
+    assert (found["threshold"], found["threshold_source"]) == (shipped, "registry")

@@ -82,6 +82,11 @@ CONVABUSE = "amandacurry+convabuse"
 CONVABUSE_SPLITS = ("train", "test")
 for _split in CONVABUSE_SPLITS:
     FILES[f"convabuse_{_split}"] = (CONVABUSE, f"2_splits/ConvAbuseEMNLP{_split}.csv")
+# ETHOS: YouTube and Reddit comments, each with the share of its annotators who called it hate
+# speech. GPL-3.0: measured only (`--hold-out ethos`, and the threshold check of
+# toxicity_threshold.py), never trained on.
+ETHOS = "intelligence-csd-auth-gr+Ethos-Hate-Speech-Dataset"
+FILES["ethos"] = (ETHOS, "ethos/ethos_data/Ethos_Dataset_Binary.csv")
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
     "mental_disability", "mexican", "middle_east", "muslim", "native_american",
@@ -1024,6 +1029,7 @@ HELD_OUT_SOURCE = {
     "dstc9": {"dstc9/accurate": 100, "dstc9/inaccurate": 100},
     "summedits": {"summedits/consistent": 100, "summedits/inconsistent": 100},
     "convabuse": {"convabuse/test/abusive": 100, "convabuse/test/not-abusive": 100},
+    "ethos": {"ethos/hate": 150, "ethos/not-hate": 150},
 }  # fmt: skip
 # Sources added after the leave-one-source-out runs: read and trained on only when named in
 # `--add` (or held out), each drawn from its own generator, so that a recipe without them
@@ -1050,6 +1056,29 @@ def train_counts(
         prefix: round(n * scale * (template_weight if prefix in TRAIN_ONLY else 1.0))
         for prefix, n in counts.items()
     }
+
+
+def ethos(path: Path) -> list[Example]:
+    """ETHOS's comments by the share of annotators who called each hate speech: 0.5 or more
+    is toxic (the authors' split), less is not. Whitespace collapsed; a text met twice with
+    both labels is left out, met twice with one label kept once. Judged whole. Sources
+    `ethos/hate` and `ethos/not-hate`."""
+    labels: dict[str, set[bool]] = {}
+    texts: dict[str, str] = {}  # lowered text -> first text
+    with path.open(encoding="utf-8", newline="") as f:
+        for record in csv.DictReader(f, delimiter=";"):
+            text = " ".join(record["comment"].split())
+            if not text:
+                continue
+            texts.setdefault(text.lower(), text)
+            labels.setdefault(text.lower(), set()).add(float(record["isHate"]) >= 0.5)
+    out = []
+    for key, found in labels.items():
+        if len(found) == 1:
+            hate = found.pop()
+            kind = "hate" if hate else "not-hate"
+            out.append(Example("toxicity", f"ethos/{kind}", "yes" if hate else "no", texts[key]))
+    return out
 
 
 def collect(
@@ -1080,6 +1109,8 @@ def collect(
         extra += stormfront(path("stormfront_labels"), path("stormfront_sentences"))
     if "convabuse" in added or "convabuse/" in held_out:
         extra += convabuse({split: path(f"convabuse_{split}") for split in CONVABUSE_SPLITS})
+    if "ethos/" in held_out:  # measured only
+        extra += ethos(path("ethos"))
     more = []  # from its own generator: the other sources' rows stay as they were
     if "additions" in added:
         more += additions(passages, random.Random(f"{SEED}:additions"))

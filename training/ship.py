@@ -5,7 +5,9 @@ the merged judge GGUF, merged here exactly as `make install` merges it on a user
     .venv/bin/python training/ship.py --adapter training/out/all/judge-lora.gguf
 
 Runs in localjudge's own virtual environment. It changes models/ only; the notes of the
-registry entry and training/RESULTS.md are written by hand, from the measurements.
+registry entry and training/RESULTS.md are written by hand, from the measurements. The
+entry's shipped thresholds (`recommended.thresholds`) are removed: they were fitted on the
+previous adapter's P(yes) and would decide the new one's verdicts unseen.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ def write_npz(adapter: Path, out: Path) -> None:
         np.savez(f, **arrays)
 
 
+def forget_thresholds(entry: dict) -> dict:
+    """Remove the entry's shipped thresholds (fitted on another adapter); return them."""
+    return entry.get("recommended", {}).pop("thresholds", None) or {}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--adapter", type=Path, required=True, help="GGUF LoRA from export.py")
@@ -58,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         merge_lora(base, npz, merged)
         entry["sha256"] = sha256_file(merged)
     merge["adapter_sha256"] = sha256_file(npz)
+    if dropped := forget_thresholds(entry):
+        print(f"ship: removed recommended.thresholds {dropped}: fit them again for this adapter")
     registry_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     print(
         f"{npz.name}: sha256 {merge['adapter_sha256']}; {entry['file']}: sha256 {entry['sha256']}"
