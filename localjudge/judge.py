@@ -28,7 +28,7 @@ from localjudge.grammar import (
     load_schema,
 )
 from localjudge.grammar.compiled import prune_disk_cache
-from localjudge.model_registry import ResolvedModel, check_checksum, resolve
+from localjudge.model_registry import ResolvedModel, check_checksum, resolve, threshold_in_use
 from localjudge.paths import cache_dir
 from localjudge.prompts import PromptParts
 from localjudge.scheduler import (
@@ -338,25 +338,10 @@ class Judge:
         training: "registry"); None: the judge's own verdict stands."""
         cached = self._thresholds.get(prompt_version, False)
         if cached is False:
-            from localjudge.model_registry import load_calibration
-
-            record = load_calibration(self.name, prompt_version)
-            cached = None
-            if record is not None:
-                cached = (float(record["threshold"]), str(record.get("source", "calibrate")))
-            elif (shipped := self._shipped_threshold(prompt_version)) is not None:
-                cached = (shipped, "registry")
+            entry = getattr(self.model, "entry", None)
+            cached = threshold_in_use(self.name, entry, prompt_version)
             self._thresholds[prompt_version] = cached
         return cached
-
-    def _shipped_threshold(self, prompt_version: str) -> float | None:
-        entry = getattr(self.model, "entry", None)
-        if entry is None or entry.name != self.name:  # an extra adapter: another judge
-            return None
-        value = (entry.recommended.get("thresholds") or {}).get(prompt_version)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        return float(value) if 0.0 <= value <= 1.0 else None
 
     # -- grammars -------------------------------------------------------------------------
 

@@ -476,3 +476,36 @@ def load_calibration(model: str, prompt_version: str) -> dict | None:
     if not 0.0 <= threshold <= 1.0:
         return None
     return record
+
+
+def threshold_in_use(
+    model: str, entry: ModelEntry | None, prompt_version: str
+) -> tuple[float, str] | None:
+    """The P(yes) threshold that decides `model`'s verdicts for a prompt version, and where
+    it came from: the user's calibration (its `source`, default "calibrate"), else the one
+    the model's registry entry ships ("registry"; only when `entry` is that model's own,
+    not another adapter's); None: the judge's own verdict stands."""
+    record = load_calibration(model, prompt_version)
+    if record is not None:
+        return float(record["threshold"]), str(record.get("source", "calibrate"))
+    if entry is None or entry.name != model:
+        return None
+    value = (entry.recommended.get("thresholds") or {}).get(prompt_version)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        return None
+    return float(value), "registry"
+
+
+def thresholds_in_use(model: str, entry: ModelEntry | None) -> dict[str, tuple[float, str]]:
+    """Every prompt version with a threshold deciding `model`'s verdicts (calibrated or
+    shipped), by version."""
+    try:
+        calibrated = (_user_registry_data().get("calibrations") or {}).get(model, {})
+    except RegistryError:
+        calibrated = {}
+    shipped = (entry.recommended.get("thresholds") or {}) if entry is not None else {}
+    found = {}
+    for version in sorted({*calibrated, *shipped}):
+        if (decided := threshold_in_use(model, entry, version)) is not None:
+            found[version] = decided
+    return found

@@ -45,6 +45,28 @@ def test_models_info_default():
     assert "never saw" in info["notes"]
 
 
+@pytest.mark.real
+def test_models_info_says_which_threshold_decides_the_verdicts(tmp_home):
+    """The shipped toxicity threshold of the embedded judge, then the user's calibration in
+    its place; the bare base model has none (its own verdicts)."""
+    from localjudge.model_registry import load_registry, save_calibration
+    from localjudge.prompts import TOXICITY_PROMPT_VERSION
+
+    default, entries = load_registry()
+    shipped = entries[default].recommended["thresholds"][TOXICITY_PROMPT_VERSION]
+    info = json.loads(invoke("models", "info", "--json").output)
+    assert info["thresholds"] == {TOXICITY_PROMPT_VERSION: {"value": shipped, "source": "registry"}}
+    save_calibration(default, TOXICITY_PROMPT_VERSION, {"threshold": 0.7, "source": "mine"})
+    save_calibration(default, "rubric/1/abc", {"threshold": 0.6})
+    text = invoke("models", "info").output
+    listed = (
+        f"rubric/1/abc P(yes) >= 0.6 (calibrate); {TOXICITY_PROMPT_VERSION} P(yes) >= 0.7 (mine)"
+    )
+    assert listed in text
+    assert json.loads(invoke("models", "info", "gemma-3-270m", "--json").output)["thresholds"] == {}
+    assert "none: verdicts at P(yes) >= 0.5" in invoke("models", "info", "gemma-3-270m").output
+
+
 def test_unknown_model_is_one_line_exit_1(tmp_home):
     result = invoke("models", "verify", "nope")
     assert result.exit_code == 1

@@ -59,7 +59,7 @@ def models_info(model: str | None, as_json: bool) -> None:
     """Architecture, parameters, quantisation, context, chat template and sha256 of MODEL
     (a registry name or a .gguf path; the default model when omitted)."""
     from localjudge.engine import EngineConfig, LlamaEngine
-    from localjudge.model_registry import resolve, sha256_file
+    from localjudge.model_registry import resolve, sha256_file, thresholds_in_use
 
     resolved = resolve(model)
     config = EngineConfig(
@@ -80,9 +80,20 @@ def models_info(model: str | None, as_json: bool) -> None:
         for path, scale in resolved.adapters:
             info["adapter"] = f"{path} x{scale:g}"
             info["adapter_sha256"] = sha256_file(path)
+    # which threshold decides its verdicts, per prompt version (none listed: P(yes) >= 0.5,
+    # the judge's own verdict)
+    info["thresholds"] = {
+        version: {"value": value, "source": source}
+        for version, (value, source) in thresholds_in_use(resolved.name, resolved.entry).items()
+    }
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
+    thresholds = info.pop("thresholds")
+    info["thresholds"] = (
+        "; ".join(f"{v} P(yes) >= {t['value']:g} ({t['source']})" for v, t in thresholds.items())
+        or "none: verdicts at P(yes) >= 0.5"
+    )
     width = max(len(k) for k in info)
     for key, value in info.items():
         click.echo(f"{key.ljust(width)}  {value}")
