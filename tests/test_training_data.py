@@ -348,6 +348,30 @@ def test_texts_typed_to_an_agent_are_labelled_by_the_majority_of_their_annotator
     assert not any(e.input for e in examples)  # judged alone, as the other public sources
 
 
+def test_comments_are_hate_from_half_their_annotators_and_a_conflicting_text_is_left_out(
+    make_data, tmp_path
+):
+    path = tmp_path / "Ethos_Dataset_Binary.csv"
+    path.write_text(
+        "comment;isHate\n"
+        "They should all be deported;1.0\n"
+        '"nice  video\n ";0.0\n'  # whitespace, a quoted line break among it, collapsed
+        "half of them said so;0.5\n"
+        "Nice video;0.1\n"  # met again, the same label: kept once
+        "say it twice;0.6\n"
+        "Say it twice;0.2\n"  # met again, the other label: left out
+        ";1.0\n",
+        encoding="utf-8",
+    )
+    examples = make_data.ethos(path)
+    assert [(e.source, e.label, e.text) for e in examples] == [
+        ("ethos/hate", "yes", "They should all be deported"),
+        ("ethos/not-hate", "no", "nice video"),
+        ("ethos/hate", "yes", "half of them said so"),
+    ]
+    assert not any(e.input for e in examples)
+
+
 def test_dialogue_replies_are_labelled_by_their_pooled_accuracy_ratings(make_data, tmp_path):
     docs = {"hotel": {"7": {"docs": {
         "0": {"title": "Is parking free at the Bijou?", "body": "Parking costs $45 a day."},

@@ -84,7 +84,7 @@ for _split in CONVABUSE_SPLITS:
     FILES[f"convabuse_{_split}"] = (CONVABUSE, f"2_splits/ConvAbuseEMNLP{_split}.csv")
 # ETHOS: YouTube and Reddit comments, each with the share of its annotators who called it hate
 # speech. GPL-3.0: measured only (`--hold-out ethos`, and the threshold check of
-# toxicity_threshold.py), never trained on.
+# toxicity_threshold_capped.py), never trained on.
 ETHOS = "intelligence-csd-auth-gr+Ethos-Hate-Speech-Dataset"
 FILES["ethos"] = (ETHOS, "ethos/ethos_data/Ethos_Dataset_Binary.csv")
 TOXIGEN_GROUPS = (

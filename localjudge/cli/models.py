@@ -80,18 +80,14 @@ def models_info(model: str | None, as_json: bool) -> None:
         for path, scale in resolved.adapters:
             info["adapter"] = f"{path} x{scale:g}"
             info["adapter_sha256"] = sha256_file(path)
-    # which threshold decides its verdicts, per prompt version (none listed: P(yes) >= 0.5,
-    # the judge's own verdict)
-    info["thresholds"] = {
-        version: {"value": value, "source": source}
-        for version, (value, source) in thresholds_in_use(resolved.name, resolved.entry).items()
-    }
+    # which threshold decides its verdicts, per prompt version (none: P(yes) >= 0.5)
+    decided = thresholds_in_use(resolved.name, resolved.entry)
     if as_json:
+        info["thresholds"] = {v: {"value": t, "source": s} for v, (t, s) in decided.items()}
         click.echo(json.dumps(info, indent=2))
         return
-    thresholds = info.pop("thresholds")
     info["thresholds"] = (
-        "; ".join(f"{v} P(yes) >= {t['value']:g} ({t['source']})" for v, t in thresholds.items())
+        "; ".join(f"{v} P(yes) >= {t:g} ({s})" for v, (t, s) in decided.items())
         or "none: verdicts at P(yes) >= 0.5"
     )
     width = max(len(k) for k in info)
