@@ -507,6 +507,35 @@ def test_summary_sentences_are_trained_against_the_window_bm25_picks(make_data, 
         make_data.summedits_sentences({"sales_email": path}, tokens)
 
 
+def test_a_later_source_held_out_beside_the_first_ones_leaves_their_rows_as_they_were(
+    make_data,
+):
+    tasks = {"toxicity": ("toxigen", "convabuse", "ethos"), "hallucination": ("begin", "dstc9")}
+    pools = {
+        task: [
+            make_data.Example(task, f"{prefix}x" if prefix.endswith("/") else prefix, "no", f"{prefix} {i}")
+            for name in names
+            for prefix in make_data.HELD_OUT_SOURCE[name]
+            for i in range(400)
+        ]
+        for task, names in tasks.items()
+    }  # fmt: skip
+    first = make_data.draw_held_out(pools, ["toxigen", "begin"])
+    beside = make_data.draw_held_out(pools, ["toxigen", "convabuse", "ethos", "begin"])
+    assert beside["hallucination"] == first["hallucination"]
+    assert beside["toxicity"][: len(first["toxicity"])] == first["toxicity"]
+    sizes = {name: sum(make_data.HELD_OUT_SOURCE[name].values()) for name in tasks["toxicity"]}
+    assert len(beside["toxicity"]) == sum(sizes.values())
+    # the folds already measured draw as before: task by task, in the order given
+    rng = random.Random(make_data.SEED + 3)
+    toxigen = make_data.take(pools["toxicity"], make_data.HELD_OUT_SOURCE["toxigen"], rng)
+    dstc9 = make_data.take(pools["hallucination"], make_data.HELD_OUT_SOURCE["dstc9"], rng)
+    assert make_data.draw_held_out(pools, ["toxigen", "dstc9"]) == {
+        "toxicity": toxigen,
+        "hallucination": dstc9,
+    }
+
+
 def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
     prefixes = {task: list(counts) for task, counts in make_data.PILOT.items()}
     for sources in make_data.ADDED.values():

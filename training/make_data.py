@@ -1214,6 +1214,27 @@ class Tokens:
         }
 
 
+# Held-out sources added after the first folds: drawn after the others, so that holding one
+# out beside them leaves the others' rows as they were (one generator serves every draw).
+LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos")
+
+
+def draw_held_out(pools: dict[str, list[Example]], names: list[str]) -> dict[str, list[Example]]:
+    """Per task, the rows of the whole sources held out (HELD_OUT_SOURCE's counts), drawn
+    with one generator: the first folds' sources in the order given, task by task, then the
+    later ones (LATE_HELD_OUT) the same way."""
+    rng = random.Random(SEED + 3)
+    picked: dict[str, list[Example]] = {task: [] for task in PILOT}
+    for late in (False, True):
+        for task in PILOT:
+            for name in names:
+                if (name in LATE_HELD_OUT) != late:
+                    continue
+                if any(e.source.startswith(f"{name}/") for e in pools[task]):
+                    picked[task].extend(take(pools[task], HELD_OUT_SOURCE[name], rng))
+    return picked
+
+
 def held_out_sources(value: str) -> list[str]:
     names = [n for n in value.split(",") if n]
     for name in names:
@@ -1322,13 +1343,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"make_data: {exc}", file=sys.stderr)
             return 2
         tokens = Tokens(judge)
-        rng = random.Random(SEED + 3)
-        for task in PILOT:
-            picked = []
-            for name in args.hold_out:
-                counts = HELD_OUT_SOURCE[name]
-                if any(e.source.startswith(f"{name}/") for e in pools[task]):
-                    picked.extend(take(pools[task], counts, rng))
+        for task, picked in draw_held_out(pools, args.hold_out).items():
             write_rows(args.out / f"held-out-sources_{task}.jsonl", picked, whole=True)
             if picked:
                 print(f"held-out sources, {task}: {len(picked)} rows")
