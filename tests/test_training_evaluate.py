@@ -85,9 +85,20 @@ def test_the_ship_rule_is_read_on_each_source_not_on_their_pool(evaluate):
     assert lines["toxicity held-out source convabuse"].startswith("FAIL")
     assert lines["toxicity held-out source toxigen"].startswith("pass")
     assert lines["toxicity held-out sources"].endswith("[reported, not deciding]")
-    # with the failing source gone, the rule passes on the one left
+    # with the failing source gone, toxicity passes on the one left; the adapter ships only
+    # when hallucination is decided too
     kept = [e for e in entries if e["set"] != "held-out source convabuse"]
-    assert evaluate.ship_decision(kept)["ship"] is True
+    alone = evaluate.ship_decision(kept)
+    assert alone["ship"] is False
+    assert alone["lines"][-2:] == ["not decided: no held-out set of hallucination", "ship: no"]
+    begin = {"way": "tuned", "task": "hallucination", "set": "held-out sources", "errors": 0}
+    begin["agreement"] = {
+        "judge": {"balanced_accuracy": 0.9},
+        "word-overlap baseline": {"balanced_accuracy": 0.8},
+    }
+    assert evaluate.ship_decision([*kept, begin])["ship"] is True
+    begin["agreement"]["judge"]["balanced_accuracy"] = 0.7
+    assert evaluate.ship_decision([*kept, begin])["ship"] is False
 
 
 def test_spread_finds_a_pooled_sources_rows_for_its_baselines(tmp_path):

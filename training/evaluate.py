@@ -176,8 +176,10 @@ def ship_decision(entries: list[dict]) -> dict:
     hallucination. It decides on our held-out split (public data never trained on); the
     built-in dev sets (63 and 48 hand-written rows, whose word-list baseline was written
     with them) are checked the same way and reported beside it. Where a task's held-out
-    sources are several, the rule is read on each source, and their pool is reported."""
-    lines, passed = [], True
+    sources are several, the rule is read on each source, and their pool is reported. A
+    task with no held-out set among the entries is not decided, so the adapter does not
+    ship on them."""
+    lines, passed, decided = [], True, set()
     names = {e["set"] for e in entries}
     deciding_set = "held-out sources" if "held-out sources" in names else "held-out"
     split = {e["task"] for e in entries if e["set"].startswith(SOURCE_SET)}
@@ -198,6 +200,7 @@ def ship_decision(entries: list[dict]) -> dict:
         ok = judge >= need - 1e-9 and entry["errors"] == 0
         if deciding:
             passed &= ok
+            decided.add(entry["task"])
         verdict = ("pass" if ok else "FAIL") if deciding else ("met" if ok else "not met")
         lines.append(
             f"{verdict}: {entry['task']} {entry['set']}: tuned BA {judge:.3f}, "
@@ -205,6 +208,9 @@ def ship_decision(entries: list[dict]) -> dict:
             + _gap(entry, baseline_name)
             + ("" if deciding else " [reported, not deciding]")
         )
+    if missing := [task for task in TASKS if task not in decided]:
+        passed = False
+        lines.append(f"not decided: no held-out set of {', '.join(missing)}")
     lines.append("ship: " + ("yes" if passed else "no"))
     return {"ship": passed, "lines": lines}
 
