@@ -78,16 +78,15 @@ def cell(entry: dict) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sources", type=Path, required=True)
-    parser.add_argument("--trained-heldout", type=Path, required=True)
-    parser.add_argument("--rows", type=Path, required=True, help="a folder for the rows drawn")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
+GUARDS = ("held-out rows of the trained sources", "built-in dev set")
+
+
+def unseen_rows(sources: Path) -> dict[str, list[dict]]:
+    """Session 59's rows of the two toxicity sources the shipped judge never saw, as
+    `localjudge quality` rows: Stormfront's sentences and ConvAbuse's train split."""
     hashes = recorded_hashes()
-    path = lambda name: source_path(args.sources, name, hashes)  # noqa: E731
-    unseen = {
+    path = lambda name: source_path(sources, name, hashes)  # noqa: E731
+    return {
         "stormfront": drawn(
             stormfront(path("stormfront_labels"), path("stormfront_sentences")),
             DRAWS["stormfront"],
@@ -99,25 +98,41 @@ def main(argv: list[str] | None = None) -> int:
             "convabuse-train",
         ),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.rows.mkdir(parents=True, exist_ok=True)
+
+
+def judged(
+    records: dict[str, list[dict]], rows_dir: Path, trained_heldout: Path
+) -> dict[str, tuple[list[bool], list[float]]]:
+    """Each set's labels and the default judge's P(yes) (`--no-reasons` shape): the sets
+    given, written to `rows_dir` and read back as `localjudge quality` reads them, then
+    the GUARDS (the held-out rows of the sources the judge trained on, the built-in
+    toxicity dev set)."""
+    rows_dir.mkdir(parents=True, exist_ok=True)
     sets = {}
-    for name, records in unseen.items():  # the rows drawn, as `localjudge quality` reads them
-        written = args.rows / f"{name}.jsonl"
-        written.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    for name, found in records.items():
+        written = rows_dir / f"{name}.jsonl"
+        written.write_text("".join(json.dumps(r) + "\n" for r in found), encoding="utf-8")
         sets[name] = read_rows(written, "toxicity")[0]
-    guards = {
-        "held-out rows of the trained sources": read_rows(args.trained_heldout, "toxicity")[0],
-        "built-in dev set": devset_rows("toxicity"),
-    }
-    judged = {}
+    sets[GUARDS[0]] = read_rows(trained_heldout, "toxicity")[0]
+    sets[GUARDS[1]] = devset_rows("toxicity")
+    scores = {}
     with Judge.load() as judge:
-        for name, rows in {**sets, **guards}.items():
-            judged[name] = (rows, judge_rows(judge, rows, "toxicity", reasons=False))
-    scores = {
-        name: ([r.label for r in rows], [v.p_yes for v in verdicts])
-        for name, (rows, verdicts) in judged.items()
-    }
+        for name, rows in sets.items():
+            verdicts = judge_rows(judge, rows, "toxicity", reasons=False)
+            scores[name] = ([r.label for r in rows], [v.p_yes for v in verdicts])
+    return scores
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sources", type=Path, required=True)
+    parser.add_argument("--trained-heldout", type=Path, required=True)
+    parser.add_argument("--rows", type=Path, required=True, help="a folder for the rows drawn")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    unseen = unseen_rows(args.sources)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    scores = judged(unseen, args.rows, args.trained_heldout)
     fitted = {name: choose_threshold(*scores[name]) for name in unseen}
     report: dict = {"fitted": {k: round(v, 4) for k, v in fitted.items()}, "cross": {}}
     print("| fitted on | applied to | BAcc at that threshold against at 0.5: difference |")
@@ -132,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     pooled = choose_threshold(pooled_labels, pooled_scores)
     report["pooled"] = round(pooled, 4)
     report["guards"] = {}
-    for name in guards:
+    for name in GUARDS:
         entry = versus_half(*scores[name], pooled)
         report["guards"][name] = entry
         print(f"| both pooled | {name} | {cell(entry)} |")

@@ -21,21 +21,10 @@ import argparse
 import json
 from pathlib import Path
 
-from make_data import (
-    CONVABUSE_SPLITS,
-    convabuse,
-    ethos,
-    quality_row,
-    recorded_hashes,
-    source_path,
-    stormfront,
-)
-from toxicity_threshold import DRAWS, cell, drawn, versus_half
+from make_data import ethos, quality_row, recorded_hashes, source_path
+from toxicity_threshold import GUARDS, cell, judged, unseen_rows, versus_half
 
-from localjudge.judge import Judge
 from localjudge.quality.calibration import choose_threshold
-from localjudge.quality.labelled import devset_rows, judge_rows
-from localjudge.quality.rows import read_rows
 
 FPR_MARGIN = 0.05  # (b): at most this share of ETHOS's non-hate comments flagged beyond 0.5
 
@@ -53,40 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=Path, required=True, help="a folder for the rows drawn")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    fitting = unseen_rows(args.sources)
     hashes = recorded_hashes()
-    path = lambda name: source_path(args.sources, name, hashes)  # noqa: E731
-    fitting = {
-        "stormfront": drawn(
-            stormfront(path("stormfront_labels"), path("stormfront_sentences")),
-            DRAWS["stormfront"],
-            "stormfront",
-        ),
-        "convabuse-train": drawn(
-            convabuse({s: path(f"convabuse_{s}") for s in CONVABUSE_SPLITS}),
-            DRAWS["convabuse-train"],
-            "convabuse-train",
-        ),
-    }
-    check = {"ethos": [quality_row(e) for e in ethos(path("ethos"))]}
+    check = {"ethos": [quality_row(e) for e in ethos(source_path(args.sources, "ethos", hashes))]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.rows.mkdir(parents=True, exist_ok=True)
-    sets = {}
-    for name, records in {**fitting, **check}.items():  # as `localjudge quality` reads them
-        written = args.rows / f"{name}.jsonl"
-        written.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-        sets[name] = read_rows(written, "toxicity")[0]
-    guards = {
-        "held-out rows of the trained sources": read_rows(args.trained_heldout, "toxicity")[0],
-        "built-in dev set": devset_rows("toxicity"),
-    }
-    judged = {}
-    with Judge.load() as judge:
-        for name, rows in {**sets, **guards}.items():
-            judged[name] = (rows, judge_rows(judge, rows, "toxicity", reasons=False))
-    scores = {
-        name: ([r.label for r in rows], [v.p_yes for v in verdicts])
-        for name, (rows, verdicts) in judged.items()
-    }
+    scores = judged({**fitting, **check}, args.rows, args.trained_heldout)
     saved = json.loads(args.saved.read_text(encoding="utf-8"))["scores"]
     drift = {}
     for name in fitting:
@@ -109,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cap (pooled false-positive rate at 0.5): {cap:.4f}; threshold: {fitted:.4f}")
     print("| set | BAcc at the threshold against at 0.5: difference | others flagged |")
     print("|---|---|---|")
-    for name in [*fitting, *check, *guards]:
+    for name in [*fitting, *check, *GUARDS]:
         entry = versus_half(*scores[name], fitted)
         negatives = sum(not x for x in scores[name][0])
         entry["others"] = negatives
@@ -127,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         "a: not surely worse on ETHOS": on_check["difference"]["high"] >= 0,
         f"b: ETHOS's others flagged at most {FPR_MARGIN:.0%} more": extra <= FPR_MARGIN,
         "c: not surely worse on the guards": all(
-            report["on"][name]["difference"]["high"] >= 0 for name in guards
+            report["on"][name]["difference"]["high"] >= 0 for name in GUARDS
         ),
     }
     report["checks"] = checks
