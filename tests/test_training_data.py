@@ -74,8 +74,12 @@ def test_the_template_weight_scales_only_our_templates(make_data):
             assert light[prefix] < same[prefix]
         else:
             assert light[prefix] == same[prefix]
-    templates = sum(light[k] for k in make_data.TRAIN_ONLY)
+    templates = sum(light[k] for k in make_data.TRAIN_ONLY if k in light)
     assert round(templates / sum(light.values()), 2) == 0.21  # the shipped run's share
+    added = make_data.ADDED["brush-offs"]["toxicity"]  # an added template source: weighted too
+    assert make_data.train_counts(added, 1.5, 0.43) == {
+        k: round(v * 1.5 * 0.43) for k, v in added.items()
+    }
 
 
 def test_tweets_lose_mentions_links_and_retweet_marks(make_data):
@@ -372,6 +376,65 @@ def test_comments_are_hate_from_half_their_annotators_and_a_conflicting_text_is_
     assert not any(e.input for e in examples)
 
 
+def test_news_comments_are_sorted_into_brush_offs_attacks_and_healthy_by_their_labels(
+    make_data, tmp_path
+):
+    header = (
+        "_unit_id,_trusted_judgments,comment,antagonize,antagonize:confidence,condescending,"
+        "condescending:confidence,dismissive,dismissive:confidence,generalisation,"
+        "generalisation:confidence,generalisation_unfair,generalisation_unfair:confidence,"
+        "healthy,healthy:confidence,hostile,hostile:confidence,sarcastic,sarcastic:confidence"
+    )
+
+    def row(text, healthy=1, **marked):
+        labels = ["antagonize", "condescending", "dismissive", "generalisation",
+                  "generalisation_unfair", "healthy", "hostile", "sarcastic"]  # fmt: skip
+        cells = []
+        for name in labels:
+            value = healthy if name == "healthy" else marked.get(name, 0)
+            cells += [str(float(value) if name == "generalisation_unfair" else value), "0.8"]
+        return ",".join(["1", "3", json.dumps(text), *cells])
+
+    path = tmp_path / "test.csv"
+    path.write_text(
+        "\n".join([
+            header,
+            row("Nobody here  asked you.", healthy=0, dismissive=1),
+            row("Bless your heart, read a book.", healthy=0, condescending=1, sarcastic=1),
+            row("You are a liar and a crook.", healthy=0, hostile=1, dismissive=1),
+            row("Typical troll post.", healthy=0, antagonize=1),
+            row("Good point about the budget."),
+            row("Oh sure, that will work.", healthy=0, sarcastic=1),  # sarcasm alone: out
+            row("All of them are the same.", healthy=1, generalisation=1),  # out
+            row("Unhealthy, with no reason given.", healthy=0),  # out
+            row("good point about the BUDGET.", healthy=0, dismissive=1),  # two kinds: out
+            row("Typical troll post.", healthy=0, hostile=1),  # met again, same kind: once
+        ]) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    examples = make_data.ucc(path)
+    assert [(e.source, e.label, e.text) for e in examples] == [
+        ("ucc/subtle", "yes", "Nobody here asked you."),
+        ("ucc/subtle", "yes", "Bless your heart, read a book."),
+        ("ucc/hostile", "yes", "You are a liar and a crook."),
+        ("ucc/hostile", "yes", "Typical troll post."),
+    ]
+    assert make_data.FILES["ucc_test"][1] == "corpus/test.csv"  # the validation split unread
+
+
+def test_brush_offs_carry_the_same_facts_as_the_civil_replies_beside_them(make_data):
+    examples = make_data.brush_offs(200, random.Random(3))
+    assert len(examples) == 200 and len({e.text for e in examples}) == 200
+    labels = {e.source: e.label for e in examples}
+    assert labels == {"brush-off/dismissive": "yes", "brush-off/civil": "no"}
+    facts = make_data._BRUSH_OFF_SLOTS["f"]
+    for source in labels:  # the same facts on both sides: the label is in how it is said
+        said = {f for f in facts for e in examples if e.source == source and f in e.text.lower()}
+        assert said == set(facts)
+    insults = {*make_data._TOX_EN_SLOTS["n"], "idiot", "stupid", "shit", "fuck"}
+    assert not [e.text for e in examples if insults & set(re.findall(r"[a-z]+", e.text.lower()))]
+
+
 def test_dialogue_replies_are_labelled_by_their_pooled_accuracy_ratings(make_data, tmp_path):
     docs = {"hotel": {"7": {"docs": {
         "0": {"title": "Is parking free at the Bijou?", "body": "Parking costs $45 a day."},
@@ -510,7 +573,10 @@ def test_summary_sentences_are_trained_against_the_window_bm25_picks(make_data, 
 def test_a_later_source_held_out_beside_the_first_ones_leaves_their_rows_as_they_were(
     make_data,
 ):
-    tasks = {"toxicity": ("toxigen", "convabuse", "ethos"), "hallucination": ("begin", "dstc9")}
+    tasks = {
+        "toxicity": ("toxigen", "convabuse", "ethos", "ucc"),
+        "hallucination": ("begin", "dstc9"),
+    }
     pools = {
         task: [
             make_data.Example(task, f"{prefix}x" if prefix.endswith("/") else prefix, "no", f"{prefix} {i}")
@@ -521,7 +587,7 @@ def test_a_later_source_held_out_beside_the_first_ones_leaves_their_rows_as_they
         for task, names in tasks.items()
     }  # fmt: skip
     first = make_data.draw_held_out(pools, ["toxigen", "begin"])
-    beside = make_data.draw_held_out(pools, ["toxigen", "convabuse", "ethos", "begin"])
+    beside = make_data.draw_held_out(pools, ["toxigen", "convabuse", "ethos", "ucc", "begin"])
     assert beside["hallucination"] == first["hallucination"]
     assert beside["toxicity"][: len(first["toxicity"])] == first["toxicity"]
     sizes = {name: sum(make_data.HELD_OUT_SOURCE[name].values()) for name in tasks["toxicity"]}
@@ -570,8 +636,9 @@ def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
                 wanted = sources.get(task, {})
                 new = [e for e in after[task] if e.source.startswith(tuple(wanted) or ("-",))]
                 assert [e for e in after[task] if e not in new] == before[task]
-                assert len(new) == sum(
-                    round(n if split == "train" else n / 2) for n in wanted.values()
+                assert len(new) == sum(  # our templates are never in the held-out split
+                    round(n if split == "train" else 0 if make_data.is_template(p) else n / 2)
+                    for p, n in wanted.items()
                 )
                 assert all(make_data.heldout(e, 0.2) == (split == "heldout") for e in new)
         held = select(split, add=["stormfront"], hold_out=["stormfront"])

@@ -87,6 +87,12 @@ for _split in CONVABUSE_SPLITS:
 # toxicity_threshold_capped.py), never trained on.
 ETHOS = "intelligence-csd-auth-gr+Ethos-Hate-Speech-Dataset"
 FILES["ethos"] = (ETHOS, "ethos/ethos_data/Ethos_Dataset_Binary.csv")
+# The Unhealthy Comments Corpus: comments on news articles, each labelled by crowd workers for
+# six kinds of incivility (the rubric's dismissive and condescending among them) and for being
+# healthy. CC BY-NC-SA 4.0: measured only (`--hold-out ucc`), never trained on. Its test split
+# only; the validation split is left unread for a later check.
+UCC = "conversationai+unhealthy-conversations"
+FILES["ucc_test"] = (UCC, "corpus/test.csv")
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
     "mental_disability", "mexican", "middle_east", "muslim", "native_american",
@@ -973,6 +979,76 @@ def contrast(count: int, rng: random.Random) -> list[Example]:
     return out
 
 
+# Brush-offs and condescension without an insult word, by template, for training only: the
+# rubric's "dismissive" is more than "nobody asked": a reply that sends the person away, talks
+# down to them or blames them for asking, in polite words. Each toxic template has civil
+# replies beside it that carry the same facts, pointers and refusals, so that what is learnt
+# is the brush-off, not the topic or the pointer to a document. Our own sentences.
+_BRUSH_OFF = (
+    "If you had opened the {d}, you would not need to ask.",
+    "It's all in the {d}. Try reading it next time.",
+    "As I have already said more than once, {f}.",
+    "I'm not going to explain this again: {f}.",
+    "Let me put it simply, since this seems hard for you: {f}.",
+    "A quick search would have told you that {f}.",
+    "That's not our problem. Take it up with {p}.",
+    "We answer this every single day. It's in the {d}.",
+    "Not sure which part of \"{f}\" was unclear.",
+    "Try to keep up: {f}.",
+    "You would know this if you had paid attention.",
+    "Surely even you can see that {f}.",
+    "Please don't waste our time with questions the {d} already answers.",
+    "Look, {f}. I really can't make it any simpler than that.",
+    "I'm surprised anyone needs help with something this basic.",
+    "Whatever. Ask {p}, not us.",
+)  # fmt: skip
+_HELPFUL = (
+    "The {d} explains this step by step; in short, {f}.",
+    "You can find this in the {d}. The short version: {f}.",
+    "Good question: {f}.",
+    "To recap what we covered earlier, {f}.",
+    "Happy to go over it again: {f}.",
+    "That part is easy to miss: {f}.",
+    "Many people ask about this, so the {d} covers it: {f}.",
+    "That is handled by {p}, who can sort it out for you.",
+    "I'm sorry, we can't change that here; {p} can help.",
+    "I'm afraid the answer is no: {f}.",
+    "Unfortunately, {f}, so we can't do more on our side.",
+    "Thanks for checking. {F}.",
+    "The {d} has more detail if you want it, but {f}.",
+)  # fmt: skip
+_BRUSH_OFF_SLOTS = {
+    "d": ("manual", "FAQ", "help page", "order confirmation", "setup guide", "release notes",
+          "documentation", "returns policy", "welcome email", "product page"),
+    "f": ("refunds take five business days", "the reset button is on the back",
+          "orders ship within two working days", "passwords need twelve characters",
+          "the update installs overnight", "the warranty covers one year",
+          "the app only runs on the latest version", "the store closes at six",
+          "you need the original receipt", "the form has to be signed first"),
+    "p": ("the courier", "your bank", "the seller", "your IT department", "the manufacturer"),
+}  # fmt: skip
+
+
+def brush_offs(count: int, rng: random.Random) -> list[Example]:
+    """Brush-offs and condescension in polite words ("yes") beside civil replies with the
+    same facts and pointers ("no"), English, half each label."""
+    kinds = (("dismissive", "yes", _BRUSH_OFF), ("civil", "no", _HELPFUL))
+    out, seen = [], set()
+    for _ in range(count * 20):
+        if len(out) >= count:
+            break
+        kind, label, templates = kinds[len(out) % 2]
+        fact = rng.choice(_BRUSH_OFF_SLOTS["f"])
+        text = rng.choice(templates).format(
+            d=rng.choice(_BRUSH_OFF_SLOTS["d"]), f=fact, F=fact[:1].upper() + fact[1:],
+            p=rng.choice(_BRUSH_OFF_SLOTS["p"]),
+        )  # fmt: skip
+        if text not in seen:
+            seen.add(text)
+            out.append(Example("toxicity", f"brush-off/{kind}", label, text))
+    return out
+
+
 # -- selection, split, tokens ---------------------------------------------------------------
 
 
@@ -1016,7 +1092,7 @@ PILOT = {
 }  # fmt: skip
 
 # Sources (by prefix) that are ours, by template: trained on, never held out or measured.
-TRAIN_ONLY = {"synthetic-tox", "contrast/"}
+TRAIN_ONLY = {"synthetic-tox", "contrast/", "brush-off/"}
 # Rows per source when a whole source is held out (`--hold-out`): every row of it is unseen.
 HELD_OUT_SOURCE = {
     "davidson": {"davidson/hate": 60, "davidson/offensive": 60, "davidson/neither": 120},
@@ -1030,6 +1106,7 @@ HELD_OUT_SOURCE = {
     "summedits": {"summedits/consistent": 100, "summedits/inconsistent": 100},
     "convabuse": {"convabuse/test/abusive": 100, "convabuse/test/not-abusive": 100},
     "ethos": {"ethos/hate": 150, "ethos/not-hate": 150},
+    "ucc": {"ucc/subtle": 100, "ucc/hostile": 100, "ucc/healthy": 200},
 }  # fmt: skip
 # Sources added after the leave-one-source-out runs: read and trained on only when named in
 # `--add` (or held out), each drawn from its own generator, so that a recipe without them
@@ -1044,7 +1121,13 @@ ADDED = {
         "hallucination": {"summedits/sentence-consistent": 60, "summedits/sentence-edited": 60}
     },
     "convabuse": {"toxicity": {"convabuse/train/abusive": 60, "convabuse/train/not-abusive": 60}},
+    "brush-offs": {"toxicity": {"brush-off/dismissive": 100, "brush-off/civil": 100}},
 }  # fmt: skip
+
+
+def is_template(prefix: str) -> bool:
+    """Whether a source prefix names one of our template sources (TRAIN_ONLY, or a part of one)."""
+    return prefix.startswith(tuple(TRAIN_ONLY))
 
 
 def train_counts(
@@ -1053,7 +1136,7 @@ def train_counts(
     """Training examples per source prefix: PILOT counts times `scale`, and our template
     sources (TRAIN_ONLY) times `template_weight` as well."""
     return {
-        prefix: round(n * scale * (template_weight if prefix in TRAIN_ONLY else 1.0))
+        prefix: round(n * scale * (template_weight if is_template(prefix) else 1.0))
         for prefix, n in counts.items()
     }
 
@@ -1079,6 +1162,43 @@ def ethos(path: Path) -> list[Example]:
             kind = "hate" if hate else "not-hate"
             out.append(Example("toxicity", f"ethos/{kind}", "yes" if hate else "no", texts[key]))
     return out
+
+
+UCC_SUBTLE = ("dismissive", "condescending")  # the rubric's brush-offs, without an attack
+UCC_HOSTILE = ("hostile", "antagonize")
+UCC_OTHER = ("sarcastic", "generalisation", "generalisation_unfair")
+
+
+def ucc(path: Path) -> list[Example]:
+    """The Unhealthy Comments Corpus by its aggregated labels: dismissive or condescending and
+    neither hostile nor antagonistic is `ucc/subtle` ("yes"), hostile or antagonistic is
+    `ucc/hostile` ("yes"), healthy with none of the six attributes is `ucc/healthy` ("no");
+    the rest (sarcasm or generalisation alone, or unhealthy with no attribute) is left out.
+    Whitespace collapsed; a text met twice with two kinds is left out. Judged whole."""
+    kinds: dict[str, set[str]] = {}
+    texts: dict[str, str] = {}
+    with path.open(encoding="utf-8", newline="") as f:
+        for record in csv.DictReader(f):
+            text = " ".join(record["comment"].split())
+            marked = {k for k in (*UCC_SUBTLE, *UCC_HOSTILE, *UCC_OTHER) if float(record[k]) >= 1}
+            if not text:
+                continue
+            if marked & set(UCC_HOSTILE):
+                kind = "hostile"
+            elif marked & set(UCC_SUBTLE):
+                kind = "subtle"
+            elif not marked and float(record["healthy"]) >= 1:
+                kind = "healthy"
+            else:
+                continue
+            texts.setdefault(text.lower(), text)
+            kinds.setdefault(text.lower(), set()).add(kind)
+    return [
+        Example("toxicity", f"ucc/{kind}", "no" if kind == "healthy" else "yes", texts[key])
+        for key, found in kinds.items()
+        if len(found) == 1
+        for kind in found
+    ]
 
 
 def collect(
@@ -1111,6 +1231,10 @@ def collect(
         extra += convabuse({split: path(f"convabuse_{split}") for split in CONVABUSE_SPLITS})
     if "ethos/" in held_out:  # measured only
         extra += ethos(path("ethos"))
+    if "ucc/" in held_out:  # measured only
+        extra += ucc(path("ucc_test"))
+    if "brush-offs" in added:  # training only, from its own generator
+        extra += brush_offs(600, random.Random(f"{SEED}:brush-offs"))
     more = []  # from its own generator: the other sources' rows stay as they were
     if "additions" in added:
         more += additions(passages, random.Random(f"{SEED}:additions"))
@@ -1216,7 +1340,7 @@ class Tokens:
 
 # Held-out sources added after the first folds: drawn after the others, so that holding one
 # out beside them leaves the others' rows as they were (one generator serves every draw).
-LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos")
+LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc")
 
 
 def draw_held_out(pools: dict[str, list[Example]], names: list[str]) -> dict[str, list[Example]]:
@@ -1265,7 +1389,7 @@ def split_counts(counts: dict[str, int], split: str, args: argparse.Namespace) -
     """Examples per source prefix for one split: training takes `train_counts`; the held-out
     split half of each public source's count, the same rows whatever --scale."""
     if split == "heldout":
-        return {k: round(v / 2) for k, v in counts.items() if k not in TRAIN_ONLY}
+        return {k: round(v / 2) for k, v in counts.items() if not is_template(k)}
     return train_counts(counts, args.scale, args.template_weight)
 
 
