@@ -420,6 +420,10 @@ def test_news_comments_are_sorted_into_brush_offs_attacks_and_healthy_by_their_l
         ("ucc/hostile", "yes", "Typical troll post."),
     ]
     assert make_data.FILES["ucc_test"][1] == "corpus/test.csv"  # the validation split unread
+    for measured_only in ("ucc", "ethos"):  # their licences keep them out of any adapter
+        assert make_data.held_out_sources(measured_only) == [measured_only]
+        with pytest.raises(argparse.ArgumentTypeError, match="unknown source"):
+            make_data.added_sources(measured_only)
 
 
 def test_brush_offs_carry_the_same_facts_as_the_civil_replies_beside_them(make_data):
