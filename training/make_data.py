@@ -1180,9 +1180,9 @@ def ucc(path: Path) -> list[Example]:
     with path.open(encoding="utf-8", newline="") as f:
         for record in csv.DictReader(f):
             text = " ".join(record["comment"].split())
-            marked = {k for k in (*UCC_SUBTLE, *UCC_HOSTILE, *UCC_OTHER) if float(record[k]) >= 1}
             if not text:
                 continue
+            marked = {k for k in (*UCC_SUBTLE, *UCC_HOSTILE, *UCC_OTHER) if float(record[k]) >= 1}
             if marked & set(UCC_HOSTILE):
                 kind = "hostile"
             elif marked & set(UCC_SUBTLE):
