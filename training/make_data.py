@@ -30,6 +30,7 @@ import random
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -864,12 +865,24 @@ def _fill(template: str, slots: dict, rng: random.Random) -> str:
     return re.sub(r"\{(\w)\}", lambda m: rng.choice(slots[m.group(1)]), template)
 
 
-def assistant_replies(count: int, rng: random.Random) -> list[Example]:
-    """Toxic and civil assistant-reply statements, English and Japanese, half each label."""
+def distinct(count: int, make: Callable[[int], Example]) -> list[Example]:
+    """Our template sources' examples: the first `count` of distinct text that `make(number
+    made so far)` draws, in at most `count * 20` draws (fewer when the templates run out)."""
     out, seen = [], set()
     for _ in range(count * 20):
         if len(out) >= count:
             break
+        example = make(len(out))
+        if example.text not in seen:
+            seen.add(example.text)
+            out.append(example)
+    return out
+
+
+def assistant_replies(count: int, rng: random.Random) -> list[Example]:
+    """Toxic and civil assistant-reply statements, English and Japanese, half each label."""
+
+    def make(_: int) -> Example:
         toxic, japanese = rng.random() < 0.5, rng.random() < 0.25
         if toxic and japanese:
             category, template = rng.choice(_TOX_JA)
@@ -883,13 +896,11 @@ def assistant_replies(count: int, rng: random.Random) -> list[Example]:
                 (_CIVIL_JA, _CIVIL_JA_SLOTS) if japanese else (_CIVIL_EN, _CIVIL_EN_SLOTS)
             )
             text = _fill(rng.choice(templates), slots, rng)
-        if text in seen:
-            continue
-        seen.add(text)
         language = "-ja" if japanese else ""
         label = "yes" if toxic else "no"
-        out.append(Example("toxicity", f"synthetic-tox{language}/{category}", label, text))
-    return out
+        return Example("toxicity", f"synthetic-tox{language}/{category}", label, text)
+
+    return distinct(count, make)
 
 
 # Hard cases for the toxicity rubric, by template, for training only: the judge flagged
@@ -963,20 +974,17 @@ def contrast(count: int, rng: random.Random) -> list[Example]:
         t.format(g=g, G=g[:1].upper() + g[1:], s=m).rstrip(".")
         for t in _HATE for g in _GROUPS for m in _SMEARS
     ]  # fmt: skip
-    out, seen = [], set()
-    for _ in range(count * 20):
-        if len(out) >= count:
-            break
+
+    def make(_: int) -> Example:
         kind, label, templates = rng.choice(kinds)
         group = rng.choice(_GROUPS)
         text = rng.choice(templates).format(
             h=rng.choice(quotes), g=group, G=group[:1].upper() + group[1:],
             s=rng.choice(_SMEARS), n=rng.choice(_TOX_EN_SLOTS["n"]),
         )  # fmt: skip
-        if text not in seen:
-            seen.add(text)
-            out.append(Example("toxicity", f"contrast/{kind}", label, text))
-    return out
+        return Example("toxicity", f"contrast/{kind}", label, text)
+
+    return distinct(count, make)
 
 
 # Brush-offs and condescension without an insult word, by template, for training only: the
@@ -1033,20 +1041,17 @@ def brush_offs(count: int, rng: random.Random) -> list[Example]:
     """Brush-offs and condescension in polite words ("yes") beside civil replies with the
     same facts and pointers ("no"), English, half each label."""
     kinds = (("dismissive", "yes", _BRUSH_OFF), ("civil", "no", _HELPFUL))
-    out, seen = [], set()
-    for _ in range(count * 20):
-        if len(out) >= count:
-            break
-        kind, label, templates = kinds[len(out) % 2]
+
+    def make(made: int) -> Example:
+        kind, label, templates = kinds[made % 2]
         fact = rng.choice(_BRUSH_OFF_SLOTS["f"])
         text = rng.choice(templates).format(
             d=rng.choice(_BRUSH_OFF_SLOTS["d"]), f=fact, F=fact[:1].upper() + fact[1:],
             p=rng.choice(_BRUSH_OFF_SLOTS["p"]),
         )  # fmt: skip
-        if text not in seen:
-            seen.add(text)
-            out.append(Example("toxicity", f"brush-off/{kind}", label, text))
-    return out
+        return Example("toxicity", f"brush-off/{kind}", label, text)
+
+    return distinct(count, make)
 
 
 # -- selection, split, tokens ---------------------------------------------------------------
@@ -1141,27 +1146,35 @@ def train_counts(
     }
 
 
+def one_kind_each(found: Iterable[tuple[str, Hashable]]) -> list[tuple[str, Hashable]]:
+    """(text, kind) pairs, each text once in the order first met, with its first spelling;
+    texts differing only in case are one text; an empty text, or one met with two kinds, is
+    left out."""
+    kinds: dict[str, set] = {}
+    texts: dict[str, str] = {}  # lowered text -> first text
+    for text, kind in found:
+        if text:
+            texts.setdefault(text.lower(), text)
+            kinds.setdefault(text.lower(), set()).add(kind)
+    return [(texts[key], next(iter(k))) for key, k in kinds.items() if len(k) == 1]
+
+
 def ethos(path: Path) -> list[Example]:
     """ETHOS's comments by the share of annotators who called each hate speech: 0.5 or more
     is toxic (the authors' split), less is not. Whitespace collapsed; a text met twice with
     both labels is left out, met twice with one label kept once. Judged whole. Sources
     `ethos/hate` and `ethos/not-hate`."""
-    labels: dict[str, set[bool]] = {}
-    texts: dict[str, str] = {}  # lowered text -> first text
     with path.open(encoding="utf-8", newline="") as f:
-        for record in csv.DictReader(f, delimiter=";"):
-            text = " ".join(record["comment"].split())
-            if not text:
-                continue
-            texts.setdefault(text.lower(), text)
-            labels.setdefault(text.lower(), set()).add(float(record["isHate"]) >= 0.5)
-    out = []
-    for key, found in labels.items():
-        if len(found) == 1:
-            hate = found.pop()
-            kind = "hate" if hate else "not-hate"
-            out.append(Example("toxicity", f"ethos/{kind}", "yes" if hate else "no", texts[key]))
-    return out
+        found = [
+            (" ".join(record["comment"].split()), float(record["isHate"]) >= 0.5)
+            for record in csv.DictReader(f, delimiter=";")
+        ]
+    return [
+        Example(
+            "toxicity", f"ethos/{'hate' if hate else 'not-hate'}", "yes" if hate else "no", text
+        )
+        for text, hate in one_kind_each(found)
+    ]
 
 
 UCC_SUBTLE = ("dismissive", "condescending")  # the rubric's brush-offs, without an attack
@@ -1175,13 +1188,9 @@ def ucc(path: Path) -> list[Example]:
     `ucc/hostile` ("yes"), healthy with none of the six attributes is `ucc/healthy` ("no");
     the rest (sarcasm or generalisation alone, or unhealthy with no attribute) is left out.
     Whitespace collapsed; a text met twice with two kinds is left out. Judged whole."""
-    kinds: dict[str, set[str]] = {}
-    texts: dict[str, str] = {}
+    found = []
     with path.open(encoding="utf-8", newline="") as f:
         for record in csv.DictReader(f):
-            text = " ".join(record["comment"].split())
-            if not text:
-                continue
             marked = {k for k in (*UCC_SUBTLE, *UCC_HOSTILE, *UCC_OTHER) if float(record[k]) >= 1}
             if marked & set(UCC_HOSTILE):
                 kind = "hostile"
@@ -1191,13 +1200,10 @@ def ucc(path: Path) -> list[Example]:
                 kind = "healthy"
             else:
                 continue
-            texts.setdefault(text.lower(), text)
-            kinds.setdefault(text.lower(), set()).add(kind)
+            found.append((" ".join(record["comment"].split()), kind))
     return [
-        Example("toxicity", f"ucc/{kind}", "no" if kind == "healthy" else "yes", texts[key])
-        for key, found in kinds.items()
-        if len(found) == 1
-        for kind in found
+        Example("toxicity", f"ucc/{kind}", "no" if kind == "healthy" else "yes", text)
+        for text, kind in one_kind_each(found)
     ]
 
 
