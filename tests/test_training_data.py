@@ -426,6 +426,44 @@ def test_news_comments_are_sorted_into_brush_offs_attacks_and_healthy_by_their_l
             make_data.added_sources(measured_only)
 
 
+def test_dialogue_replies_are_labelled_by_the_file_they_are_in_and_never_trained_without_begin(
+    make_data, tmp_path
+):
+    header = ",episode_idx,round,topic,message,response,knowledge,gold"
+    files = {
+        "dodeca_consistent": [
+            ("it aired  in the us , canada", "The show aired in the US, Canada and Mexico."),
+            ("ok", "A reply too short to judge."),  # out: under 10 characters
+            ("it is a sport of two teams .", "Hockey is played by two teams."),
+        ],
+        "dodeca_inconsistent": [("it aired in 1999 .", "The show aired from 1983 to 1994.")],
+        "memnet_consistent": [("it is a sport of two teams .", "Hockey is played by two teams.")],
+        "memnet_inconsistent": [
+            ("it is a sport of two teams .", "Polo is played on horseback."),  # other sentence
+            ("it is a sport of two teams .", "Hockey is played by two teams."),  # both: out
+        ],
+    }
+    paths = {}
+    for name, rows in files.items():
+        paths[name] = tmp_path / f"{name}.csv"
+        lines = [header] + [
+            f'{n},{n},1,Topic,"Hi?",{json.dumps(reply)},{json.dumps(knowledge)},gold'
+            for n, (reply, knowledge) in enumerate(rows)
+        ]
+        paths[name].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    examples = make_data.q2(paths)
+    assert [(e.source, e.label, e.text, e.context) for e in examples] == [
+        ("q2/consistent", "no", "it aired in the us , canada",
+         ("The show aired in the US, Canada and Mexico.",)),
+        ("q2/inconsistent", "yes", "it aired in 1999 .", ("The show aired from 1983 to 1994.",)),
+        ("q2/inconsistent", "yes", "it is a sport of two teams .",
+         ("Polo is played on horseback.",)),
+    ]  # fmt: skip
+    assert make_data.held_out_sources("begin,q2") == ["begin", "q2"]
+    with pytest.raises(SystemExit):  # Wizard of Wikipedia's conversations, as BEGIN's are
+        make_data.main(["--sources", str(tmp_path), "--hold-out", "begin", "--add", "q2"])
+
+
 def test_brush_offs_carry_the_same_facts_as_the_civil_replies_beside_them(make_data):
     examples = make_data.brush_offs(200, random.Random(3))
     assert len(examples) == 200 and len({e.text for e in examples}) == 200
@@ -579,7 +617,7 @@ def test_a_later_source_held_out_beside_the_first_ones_leaves_their_rows_as_they
 ):
     tasks = {
         "toxicity": ("toxigen", "convabuse", "ethos", "ucc"),
-        "hallucination": ("begin", "dstc9"),
+        "hallucination": ("begin", "dstc9", "q2"),
     }
     pools = {
         task: [
@@ -593,6 +631,12 @@ def test_a_later_source_held_out_beside_the_first_ones_leaves_their_rows_as_they
     first = make_data.draw_held_out(pools, ["toxigen", "begin"])
     beside = make_data.draw_held_out(pools, ["toxigen", "convabuse", "ethos", "ucc", "begin"])
     assert beside["hallucination"] == first["hallucination"]
+    with_q2 = make_data.draw_held_out(pools, ["toxigen", "begin", "q2"])["hallucination"]
+    assert with_q2[: len(first["hallucination"])] == first["hallucination"]
+    assert {e.source for e in with_q2[len(first["hallucination"]) :]} == {
+        "q2/consistent",
+        "q2/inconsistent",
+    }
     assert beside["toxicity"][: len(first["toxicity"])] == first["toxicity"]
     sizes = {name: sum(make_data.HELD_OUT_SOURCE[name].values()) for name in tasks["toxicity"]}
     assert len(beside["toxicity"]) == sum(sizes.values())

@@ -1112,6 +1112,7 @@ HELD_OUT_SOURCE = {
     "convabuse": {"convabuse/test/abusive": 100, "convabuse/test/not-abusive": 100},
     "ethos": {"ethos/hate": 150, "ethos/not-hate": 150},
     "ucc": {"ucc/subtle": 100, "ucc/hostile": 100, "ucc/healthy": 200},
+    "q2": {"q2/consistent": 250, "q2/inconsistent": 250},
 }  # fmt: skip
 # Sources added after the leave-one-source-out runs: read and trained on only when named in
 # `--add` (or held out), each drawn from its own generator, so that a recipe without them
@@ -1127,6 +1128,7 @@ ADDED = {
     },
     "convabuse": {"toxicity": {"convabuse/train/abusive": 60, "convabuse/train/not-abusive": 60}},
     "brush-offs": {"toxicity": {"brush-off/dismissive": 100, "brush-off/civil": 100}},
+    "q2": {"hallucination": {"q2/consistent": 60, "q2/inconsistent": 60}},
 }  # fmt: skip
 
 
@@ -1207,6 +1209,29 @@ def ucc(path: Path) -> list[Example]:
     ]
 
 
+def q2(paths: dict[str, Path]) -> list[Example]:
+    """Q²'s replies against their knowledge sentence, by the file each is in: `q2/consistent`
+    "no", `q2/inconsistent` "yes" (`paths` by Q2_FILES name). Whitespace collapsed, the
+    systems' lower-cased, space-separated spelling kept (as BEGIN's replies are); BEGIN's
+    length limits; a reply met against the same sentence with both labels is left out, with
+    one label kept once."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for name in Q2_FILES:
+        kind = name.split("_", 1)[1]
+        with paths[name].open(encoding="utf-8", newline="") as f:
+            for record in csv.DictReader(f):
+                response = " ".join(record["response"].split())
+                knowledge = " ".join(record["knowledge"].split())
+                if knowledge and 10 <= len(response) <= 300 and len(knowledge) <= 700:
+                    found.setdefault((response, knowledge), set()).add(kind)
+    return [
+        Example("hallucination", f"q2/{kind}", "no" if kind == "consistent" else "yes", text, (knowledge,))
+        for (text, knowledge), kinds in found.items()
+        if len(kinds) == 1
+        for kind in kinds
+    ]  # fmt: skip
+
+
 def collect(
     sources: Path, count_tokens, held_out: tuple[str, ...] = (), added: tuple[str, ...] = ()
 ) -> dict[str, list[Example]]:
@@ -1250,6 +1275,8 @@ def collect(
         more += wice_pages(path("wice_dev"), count_tokens, random.Random(f"{SEED}:wice-pages"))
     if "dstc9" in added or "dstc9/" in held_out:
         more += dstc9_from(path)
+    if "q2" in added or "q2/" in held_out:
+        more += q2({name: path(f"q2_{name}") for name in Q2_FILES})
     if "summedits/" in held_out:  # the summaries, whole: measured only
         more += summedits({d: path(f"summedits_{d}") for d in SUMMEDITS_DOMAINS})
     if "summedits-sales" in added:  # under summedits/: left out when SummEdits is held out
@@ -1346,7 +1373,15 @@ class Tokens:
 
 # Held-out sources added after the first folds: drawn after the others, so that holding one
 # out beside them leaves the others' rows as they were (one generator serves every draw).
-LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc")
+# Q² (Honovich et al. 2021): two dialogue systems' replies in Wizard of Wikipedia's validation
+# conversations, each annotated by people as factually consistent with the one knowledge
+# sentence the system was given, or not. Apache 2.0 (the repository), the data MIT (its
+# `third_party/data/LICENSE.txt`). No knowledge sentence of it is in BEGIN's files.
+Q2 = "orhonovich+q-squared"
+Q2_FILES = ("dodeca_consistent", "dodeca_inconsistent", "memnet_consistent", "memnet_inconsistent")
+for _name in Q2_FILES:
+    FILES[f"q2_{_name}"] = (Q2, f"third_party/data/{_name}.csv")
+LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc", "q2")
 
 
 def draw_held_out(pools: dict[str, list[Example]], names: list[str]) -> dict[str, list[Example]]:
@@ -1459,6 +1494,11 @@ def main(argv: list[str] | None = None) -> int:
         "(comma-separated: " + ", ".join(ADDED) + ")",
     )
     args = parser.parse_args(argv)
+    if "q2" in args.add and "begin" in args.hold_out:
+        parser.error(
+            "--add q2 with --hold-out begin: Q²'s replies are in Wizard of Wikipedia's "
+            "conversations, as BEGIN's are, so they are trained on only where BEGIN is"
+        )
 
     from localjudge.judge import Judge
 
