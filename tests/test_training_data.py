@@ -853,6 +853,28 @@ def test_spread_means_of_seeds_pair_every_run_on_the_same_resamples(tmp_path):
     assert spread.mean_rows([right, moved], [flat, flat]) == []
 
 
+def test_replies_are_split_by_a_sentence_that_opens_in_the_first_person(tmp_path, capsys):
+    first_person = load_script("first_person")
+    assert first_person.first_person("i love gardening as well . it is relaxing .")
+    assert first_person.first_person("It aired in 1983. My dad watched it.")
+    assert first_person.first_person("yes , i ' m sure .") is False  # not where a sentence opens
+    assert not first_person.first_person("It is what we call a hobby. Ice hockey is a sport.")
+    rows = tmp_path / "rows.jsonl"
+    texts = ["i love it .", "It is a sport.", "my team won .", "It is a game."]
+    labels = [False, False, True, True]
+    rows.write_text("".join(
+        json.dumps({"context": ["Hockey is a sport."], "claim": t, "label": y, "group": "g"}) + "\n"
+        for t, y in zip(texts, labels, strict=True)
+    ))  # fmt: skip
+    run = tmp_path / "quality-run.json"
+    entry = {"way": "tuned", "statements": True, "labels": labels, "scores": [0.9, 0.1, 0.2, 0.8]}
+    run.write_text(json.dumps({"sets": [entry]}))
+    assert first_person.main([str(rows), str(run)]) == 0
+    table = capsys.readouterr().out
+    assert "| quality-run | a first-person sentence (2) | 0.000 | 1 of 1 | 0 of 1 |" in table
+    assert "| quality-run | no first-person sentence (2) | 1.000 | 0 of 1 | 1 of 1 |" in table
+
+
 def test_spread_gives_the_baselines_the_shape_the_run_was_judged_in(tmp_path):
     spread = load_script("spread")
     context = ["The museum opens at 9. Tickets cost 12 euros."]
