@@ -1224,12 +1224,13 @@ def q2(paths: dict[str, Path]) -> list[Example]:
                 knowledge = " ".join(record["knowledge"].split())
                 if knowledge and 10 <= len(response) <= 300 and len(knowledge) <= 700:
                     found.setdefault((response, knowledge), set()).add(kind)
-    return [
-        Example("hallucination", f"q2/{kind}", "no" if kind == "consistent" else "yes", text, (knowledge,))
-        for (text, knowledge), kinds in found.items()
-        if len(kinds) == 1
-        for kind in kinds
-    ]  # fmt: skip
+    out = []
+    for (text, knowledge), kinds in found.items():
+        if len(kinds) == 1:
+            (kind,) = kinds
+            label = "no" if kind == "consistent" else "yes"
+            out.append(Example("hallucination", f"q2/{kind}", label, text, (knowledge,)))
+    return out
 
 
 def collect(
