@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import sys
 from pathlib import Path
 
 from localjudge.quality.labelled import baselines
 from localjudge.quality.rows import read_rows
 
-FIRST_PERSON = re.compile(r"(^|[.!?] )(i|i'm|i ' m|my|we)\b", re.IGNORECASE)
-
-
-def first_person(text: str) -> bool:
-    """Whether a sentence of `text` opens with "i", "i'm", "my" or "we"."""
-    return bool(FIRST_PERSON.search(text))
+sys.path.insert(0, str(Path(__file__).parent))
+from make_data import first_person  # noqa: E402  (one rule for both scripts)
 
 
 def counts(flagged: list[bool], labels: list[bool]) -> str:

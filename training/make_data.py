@@ -327,6 +327,15 @@ def begin(path: Path, name: str) -> list[Example]:
     return out
 
 
+_FIRST_PERSON = re.compile(r"(^|[.!?] )(i|i'm|i ' m|my|we)\b", re.IGNORECASE)
+
+
+def first_person(text: str) -> bool:
+    """Whether a sentence of `text` opens with "i", "i'm", "my" or "we": a personal statement,
+    which BEGIN labels not attributable and Q² may label consistent."""
+    return bool(_FIRST_PERSON.search(text))
+
+
 def dstc9(
     labels: Path, knowledge: Path, entries: list[tuple[Path, Path]], *, keep_closing: bool = False
 ) -> list[Example]:
@@ -1401,6 +1410,11 @@ def draw_held_out(pools: dict[str, list[Example]], names: list[str]) -> dict[str
     return picked
 
 
+def begin_first_person(example: Example) -> bool:
+    """A BEGIN reply with a first-person sentence (`--begin-first-person drop` trains without)."""
+    return example.source.startswith("begin/") and first_person(example.text)
+
+
 def held_out_sources(value: str) -> list[str]:
     names = [n for n in value.split(",") if n]
     for name in names:
@@ -1494,6 +1508,13 @@ def main(argv: list[str] | None = None) -> int:
         help="sources added since the leave-one-source-out runs, trained on as well "
         "(comma-separated: " + ", ".join(ADDED) + ")",
     )
+    parser.add_argument(
+        "--begin-first-person",
+        choices=("keep", "drop"),
+        default="keep",
+        help="drop: training leaves out the BEGIN replies with a first-person sentence, every "
+        'other row and their order kept (RESULTS.md, "BEGIN in the training mix")',
+    )
     args = parser.parse_args(argv)
     if "q2" in args.add and "begin" in args.hold_out:
         parser.error(
@@ -1521,11 +1542,13 @@ def main(argv: list[str] | None = None) -> int:
         for split in ("train", "heldout"):
             rng = random.Random(SEED + (1 if split == "train" else 2))
             picks = select(pools, split, rng, args)
-            chosen: list[Example] = []
-            for task, picked in picks.items():
-                chosen.extend(picked)
-                write_rows(args.out / f"{split}_{task}.jsonl", picked)
+            chosen = [e for picked in picks.values() for e in picked]
             rng.shuffle(chosen)
+            if split == "train" and args.begin_first_person == "drop":
+                chosen = [e for e in chosen if not begin_first_person(e)]
+                picks = {t: [e for e in p if not begin_first_person(e)] for t, p in picks.items()}
+            for task, picked in picks.items():
+                write_rows(args.out / f"{split}_{task}.jsonl", picked)
             with (args.out / f"{split}.tokens.jsonl").open("w", encoding="utf-8") as f:
                 for example in chosen:
                     f.write(json.dumps(tokens.encode(example)) + "\n")
