@@ -859,6 +859,14 @@ def test_replies_are_split_by_a_sentence_that_opens_in_the_first_person(tmp_path
     assert first_person.first_person("It aired in 1983. My dad watched it.")
     assert first_person.first_person("yes , i ' m sure .") is False  # not where a sentence opens
     assert not first_person.first_person("It is what we call a hobby. Ice hockey is a sport.")
+    # the rule make_data's `--begin-first-person drop` applies, to BEGIN's replies only
+    make_data = load_script("make_data")
+    reply = "i love it . it is old ."
+    assert make_data.begin_first_person(
+        make_data.Example("hallucination", "begin/wow", "yes", reply)
+    )
+    assert not make_data.begin_first_person(make_data.Example("hallucination", "q2/consistent", "no", reply))  # fmt: skip
+    assert not make_data.begin_first_person(make_data.Example("hallucination", "begin/cmu", "no", "It is old."))  # fmt: skip
     rows = tmp_path / "rows.jsonl"
     texts = ["i love it .", "It is a sport.", "my team won .", "It is a game."]
     labels = [False, False, True, True]
