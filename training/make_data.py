@@ -94,6 +94,14 @@ FILES["ethos"] = (ETHOS, "ethos/ethos_data/Ethos_Dataset_Binary.csv")
 # only; the validation split is left unread for a later check.
 UCC = "conversationai+unhealthy-conversations"
 FILES["ucc_test"] = (UCC, "corpus/test.csv")
+# Q² (Honovich et al. 2021): two dialogue systems' replies in Wizard of Wikipedia's validation
+# conversations, each annotated by people as factually consistent with the one knowledge
+# sentence the system was given, or not. Apache 2.0 (the repository), the data MIT (its
+# `third_party/data/LICENSE.txt`). No knowledge sentence of it is in BEGIN's files.
+Q2 = "orhonovich+q-squared"
+Q2_FILES = ("dodeca_consistent", "dodeca_inconsistent", "memnet_consistent", "memnet_inconsistent")
+for _name in Q2_FILES:
+    FILES[f"q2_{_name}"] = (Q2, f"third_party/data/{_name}.csv")
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
     "mental_disability", "mexican", "middle_east", "muslim", "native_american",
@@ -1157,16 +1165,18 @@ def train_counts(
     }
 
 
-def one_kind_each(found: Iterable[tuple[str, Hashable]]) -> list[tuple[str, Hashable]]:
+def one_kind_each(
+    found: Iterable[tuple[Hashable, Hashable]], same: Callable = str.lower
+) -> list[tuple[Hashable, Hashable]]:
     """(text, kind) pairs, each text once in the order first met, with its first spelling;
-    texts differing only in case are one text; an empty text, or one met with two kinds, is
-    left out."""
-    kinds: dict[str, set] = {}
-    texts: dict[str, str] = {}  # lowered text -> first text
+    texts that `same` maps to one key (by default, differing only in case) are one text; an
+    empty text, or one met with two kinds, is left out."""
+    kinds: dict[Hashable, set] = {}
+    texts: dict[Hashable, Hashable] = {}  # key -> first text
     for text, kind in found:
         if text:
-            texts.setdefault(text.lower(), text)
-            kinds.setdefault(text.lower(), set()).add(kind)
+            texts.setdefault(same(text), text)
+            kinds.setdefault(same(text), set()).add(kind)
     return [(texts[key], next(iter(k))) for key, k in kinds.items() if len(k) == 1]
 
 
@@ -1224,7 +1234,7 @@ def q2(paths: dict[str, Path]) -> list[Example]:
     systems' lower-cased, space-separated spelling kept (as BEGIN's replies are); BEGIN's
     length limits; a reply met against the same sentence with both labels is left out, with
     one label kept once."""
-    found: dict[tuple[str, str], set[str]] = {}
+    found = []
     for name in Q2_FILES:
         kind = name.split("_", 1)[1]
         with paths[name].open(encoding="utf-8", newline="") as f:
@@ -1232,14 +1242,11 @@ def q2(paths: dict[str, Path]) -> list[Example]:
                 response = " ".join(record["response"].split())
                 knowledge = " ".join(record["knowledge"].split())
                 if knowledge and 10 <= len(response) <= 300 and len(knowledge) <= 700:
-                    found.setdefault((response, knowledge), set()).add(kind)
-    out = []
-    for (text, knowledge), kinds in found.items():
-        if len(kinds) == 1:
-            (kind,) = kinds
-            label = "no" if kind == "consistent" else "yes"
-            out.append(Example("hallucination", f"q2/{kind}", label, text, (knowledge,)))
-    return out
+                    found.append(((response, knowledge), kind))
+    return [
+        Example("hallucination", f"q2/{kind}", "no" if kind == "consistent" else "yes", text, (knowledge,))
+        for (text, knowledge), kind in one_kind_each(found, same=lambda pair: pair)
+    ]  # fmt: skip
 
 
 def collect(
@@ -1383,14 +1390,6 @@ class Tokens:
 
 # Held-out sources added after the first folds: drawn after the others, so that holding one
 # out beside them leaves the others' rows as they were (one generator serves every draw).
-# Q² (Honovich et al. 2021): two dialogue systems' replies in Wizard of Wikipedia's validation
-# conversations, each annotated by people as factually consistent with the one knowledge
-# sentence the system was given, or not. Apache 2.0 (the repository), the data MIT (its
-# `third_party/data/LICENSE.txt`). No knowledge sentence of it is in BEGIN's files.
-Q2 = "orhonovich+q-squared"
-Q2_FILES = ("dodeca_consistent", "dodeca_inconsistent", "memnet_consistent", "memnet_inconsistent")
-for _name in Q2_FILES:
-    FILES[f"q2_{_name}"] = (Q2, f"third_party/data/{_name}.csv")
 LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc", "q2")
 
 
