@@ -121,3 +121,37 @@ def test_shipping_a_new_adapter_drops_the_thresholds_fitted_on_the_old_one():
     assert ship.forget_thresholds(entry) == {"toxicity/2": 0.443}
     assert entry["recommended"] == {"n_ctx": 8192}
     assert ship.forget_thresholds(entry) == {} and ship.forget_thresholds({"name": "k"}) == {}
+
+
+def test_spread_reads_the_other_run_at_its_shipped_threshold(tmp_path):
+    """A judge shipped with a threshold is compared as users get it: its verdicts at that
+    threshold, the other run's at 0.5."""
+    spread = load("spread")
+
+    def saved(path: Path, scores: list[float]) -> Path:
+        entry = {"way": "tuned", "task": "toxicity", "set": "held-out", "scores": scores}
+        entry |= {"labels": [True, True, False, False], "row_groups": ["a"] * 4}
+        path.write_text(json.dumps({"sets": [entry]}))
+        return path
+
+    mine = saved(tmp_path / "mine.json", [0.9, 0.9, 0.1, 0.1])
+    other = saved(tmp_path / "other.json", [0.46, 0.46, 0.1, 0.1])
+
+    def lead(cuts: dict | None) -> float:
+        ((_, _, found),) = spread.rows_of(mine, against=other, against_threshold=cuts)
+        return found.differences["other"].balanced_accuracy.value
+
+    assert lead(None) == pytest.approx(0.5)  # at 0.5 the other run says no to both toxic rows
+    assert lead({"toxicity": 0.443}) == pytest.approx(0.0)
+    assert lead({"hallucination": 0.443}) == pytest.approx(0.5)  # another task's cut: unused
+    assert spread.task_threshold("toxicity=0.443") == ("toxicity", 0.443)
+    with pytest.raises(Exception, match="TASK=P"):
+        spread.task_threshold("toxicity=high")
+
+
+def test_without_an_adapter_the_model_itself_is_measured_and_no_base_is_asked(evaluate, capsys):
+    """`--model gemma-3-270m-judge` without `--adapter` measures the shipped judge; there is no
+    separate base to measure then, so the command says to give --no-base, before any load."""
+    with pytest.raises(SystemExit):
+        evaluate.main(["--model", "gemma-3-270m-judge", "--data", "nowhere"])
+    assert "give --no-base" in capsys.readouterr().err

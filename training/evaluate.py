@@ -4,6 +4,8 @@ trivial baselines; then the ship rule of training/README.md.
 
     .venv/bin/python training/evaluate.py --adapter training/out/judge-lora.gguf \
         --data training/data --out training/out/quality.json
+    .venv/bin/python training/evaluate.py --model gemma-3-270m-judge --no-base \
+        --data training/data-q2 --no-dev --statements --out shipped-q2.json   # the shipped judge
 
 Runs in localjudge's own virtual environment.
 """
@@ -49,7 +51,13 @@ def sets(data: Path, dev: bool = True) -> list[tuple[str, str, list]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--adapter", type=Path, required=True)
+    parser.add_argument(
+        "--adapter",
+        type=Path,
+        default=None,
+        help="the trained adapter (GGUF); without it, --model is measured as it is (a "
+        "registry entry that is a judge already, such as the shipped gemma-3-270m-judge)",
+    )
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--model", default="gemma-3-270m", help="the base registry entry")
     parser.add_argument("--adapter-scale", type=float, default=1.0)
@@ -63,8 +71,15 @@ def main(argv: list[str] | None = None) -> int:
         "(flagged when any statement is; the baselines in the same shape)",
     )
     args = parser.parse_args(argv)
+    if args.adapter is None and not args.no_base:
+        parser.error("without --adapter, --model is the judge measured: give --no-base")
 
-    results: dict = {"adapter": str(args.adapter), "statements": args.statements, "sets": []}
+    results: dict = {
+        "model": args.model,
+        "adapter": None if args.adapter is None else str(args.adapter),
+        "statements": args.statements,
+        "sets": [],
+    }
     ways = (("base", None), ("tuned", args.adapter))[1 if args.no_base else 0 :]
     for way, adapter in ways:
         started = time.perf_counter()

@@ -70,12 +70,17 @@ def set_rows(data: Path, task: str, name: str) -> list | None:
 
 
 def rows_of(
-    path: Path, data: Path | None = None, against: Path | None = None
+    path: Path,
+    data: Path | None = None,
+    against: Path | None = None,
+    against_threshold: dict[str, float] | None = None,
 ) -> list[tuple[str, str, object]]:
     """(task, set, intervals) for every set an evaluate.py output holds: the judge's own,
     with `data` its lead over each baseline, and with `against` (another run's output) its
     lead over that run's judge on the same rows (None where the classes are not both
-    there)."""
+    there). `against_threshold` gives, per task, the P(yes) at or above which the other
+    run's judge says yes (default 0.5), as a judge with a shipped threshold is used."""
+    cuts = against_threshold or {}
     others = saved_sets(against) if against is not None else {}
     out = []
     for (task, name), entry in saved_sets(path).items():
@@ -90,7 +95,8 @@ def rows_of(
             ]
         other = others.get((task, name))
         if other and same_rows(other, labels, entry["row_groups"]):
-            ways.append((against.stem, other["scores"], [s >= 0.5 for s in other["scores"]]))
+            cut = cuts.get(task, 0.5)
+            ways.append((against.stem, other["scores"], [s >= cut for s in other["scores"]]))
         out.append((task, name, intervals(labels, ways)))  # a set without a match: alone
     return out
 
@@ -144,12 +150,32 @@ def mean_rows(side: list[Path], against: list[Path]) -> list[tuple[str, str, dic
     return out
 
 
+def task_threshold(value: str) -> tuple[str, float]:
+    """`toxicity=0.443` -> ("toxicity", 0.443)."""
+    task, _, cut = value.partition("=")
+    try:
+        number = float(cut)
+    except ValueError:
+        number = -1.0
+    if task not in ("toxicity", "hallucination") or not 0.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value!r}: give TASK=P, P between 0 and 1")
+    return task, number
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, nargs="*", help="evaluate.py --out files")
     parser.add_argument("--data", type=Path, default=None, help="the rows the runs judged")
     parser.add_argument(
         "--against", type=Path, default=None, help="another run's output on the same rows"
+    )
+    parser.add_argument(
+        "--against-threshold",
+        action="append",
+        default=[],
+        type=task_threshold,
+        metavar="TASK=P",
+        help="the --against run's verdicts say yes at P(yes) >= P for TASK (default 0.5)",
     )
     parser.add_argument("--mean-of", type=Path, nargs="+", default=None, help="one side's runs")
     parser.add_argument(
@@ -158,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.mean_of is None) != (args.against_mean_of is None):
         parser.error("--mean-of and --against-mean-of go together")
+    if args.against_threshold and args.against is None:
+        parser.error("--against-threshold goes with --against")
     if args.mean_of is not None:
         print(
             "| task | set | side's mean: BAcc / AUROC | other side's mean | difference: BAcc / AUROC |"
@@ -176,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| run | task | set | BAcc at 0.5 [95% interval] | AUROC [95% interval] | lead |")
     print("|---|---|---|---:|---:|---|")
     for path in args.results:
-        for task, name, spread in rows_of(path, args.data, args.against):
+        for task, name, spread in rows_of(
+            path, args.data, args.against, dict(args.against_threshold)
+        ):
             if spread is None:
                 continue
             judge = spread.ways["judge"]
