@@ -10,6 +10,10 @@ groups in the same order (another set is shown without it).
         training/results/recipe3/quality-G-e2-seed7.json [--data training/data-G] \
         [--against training/results/recipe4/quality-I-e2.json]
 
+With `--against-threshold toxicity=0.443`, the `--against` run's verdicts are read at that
+threshold for that task, as a judge that ships one is used (RESULTS.md, "Every source but
+BEGIN").
+
 With `--mean-of A B --against-mean-of C D`: each side's mean, over its runs (seeds), of
 balanced accuracy and AUROC on the sets every run judged on the same rows, and the
 difference of the two means, all on the same resamples (RESULTS.md, "Seven times the data at
@@ -156,8 +160,8 @@ def task_threshold(value: str) -> tuple[str, float]:
     try:
         number = float(cut)
     except ValueError:
-        number = -1.0
-    if task not in ("toxicity", "hallucination") or not 0.0 <= number <= 1.0:
+        number = None
+    if task not in ("toxicity", "hallucination") or number is None or not 0.0 <= number <= 1.0:
         raise argparse.ArgumentTypeError(f"{value!r}: give TASK=P, P between 0 and 1")
     return task, number
 
