@@ -41,6 +41,7 @@ from localjudge.quality.intervals import (
 )
 from localjudge.quality.labelled import baselines
 from localjudge.quality.rows import read_rows
+from localjudge.scorers.registry import task_names
 
 FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
 SOURCE_SET = "held-out source "  # evaluate.py's name for one of several held-out sources
@@ -161,8 +162,10 @@ def task_threshold(value: str) -> tuple[str, float]:
         number = float(cut)
     except ValueError:
         number = None
-    if task not in ("toxicity", "hallucination") or number is None or not 0.0 <= number <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value!r}: give TASK=P, P between 0 and 1")
+    if task not in task_names() or number is None or not 0.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give TASK=P, TASK one of {', '.join(task_names())}, P between 0 and 1"
+        )
     return task, number
 
 
