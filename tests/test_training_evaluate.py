@@ -155,3 +155,12 @@ def test_without_an_adapter_the_model_itself_is_measured_and_no_base_is_asked(ev
     with pytest.raises(SystemExit):
         evaluate.main(["--model", "gemma-3-270m-judge", "--data", "nowhere"])
     assert "give --no-base" in capsys.readouterr().err
+
+
+def test_an_adapter_scale_without_an_adapter_is_refused(evaluate, capsys):
+    """`--adapter-scale` weakens an adapter; a registry judge measured as it is has none to
+    weaken, so the flag is refused before any load instead of being ignored."""
+    argv = ["--model", "gemma-3-270m-judge", "--no-base", "--adapter-scale", "0.5"]
+    with pytest.raises(SystemExit):
+        evaluate.main([*argv, "--data", "nowhere"])
+    assert "--adapter-scale goes with --adapter" in capsys.readouterr().err

@@ -60,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--model", default="gemma-3-270m", help="the base registry entry")
-    parser.add_argument("--adapter-scale", type=float, default=1.0)
+    parser.add_argument(
+        "--adapter-scale", type=float, default=None, help="the adapter's strength (default 1)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-base", action="store_true", help="measure the tuned judge only")
     parser.add_argument("--no-dev", action="store_true", help="leave out the built-in dev sets")
@@ -73,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.adapter is None and not args.no_base:
         parser.error("without --adapter, --model is the judge measured: give --no-base")
+    if args.adapter is None and args.adapter_scale is not None:
+        parser.error("--adapter-scale goes with --adapter")
+    scale = 1.0 if args.adapter_scale is None else args.adapter_scale
 
     results: dict = {
         "model": args.model,
@@ -83,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ways = (("base", None), ("tuned", args.adapter))[1 if args.no_base else 0 :]
     for way, adapter in ways:
         started = time.perf_counter()
-        with Judge.load(args.model, adapter=adapter, adapter_scale=args.adapter_scale) as judge:
+        with Judge.load(args.model, adapter=adapter, adapter_scale=scale) as judge:
             judge.window_tokens = WINDOW_TOKENS  # long contexts judged in evidence windows
             for task, name, rows in sets(args.data, dev=not args.no_dev):
                 report = measure(
