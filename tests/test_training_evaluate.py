@@ -149,6 +149,35 @@ def test_spread_reads_the_other_run_at_its_shipped_threshold(tmp_path):
         spread.task_threshold("toxicity=high")
 
 
+def test_spread_reads_the_shipped_threshold_from_the_registry_not_by_hand(tmp_path):
+    """`toxicity=shipped` is the threshold the measured judge's registry entry ships for the
+    toxicity prompt; a run with an adapter of its own, or a task its entry ships none for,
+    is an error, never a silent 0.5."""
+    from localjudge.model_registry import load_registry
+
+    spread = load("spread")
+    judge = load_registry()[1]["gemma-3-270m-judge"]
+    shipped = judge.recommended.get("thresholds") or {}
+    run = tmp_path / "run.json"
+
+    def measured(model: str, adapter: str | None) -> Path:
+        run.write_text(json.dumps({"model": model, "adapter": adapter, "sets": []}))
+        return run
+
+    assert spread.task_threshold("toxicity=shipped") == ("toxicity", "shipped")
+    for task, version in spread.VERSION.items():
+        if version in shipped:
+            found = spread.shipped_threshold(measured("gemma-3-270m-judge", None), task)
+            assert found == shipped[version]
+        else:
+            with pytest.raises(ValueError, match="ships no threshold"):
+                spread.shipped_threshold(measured("gemma-3-270m-judge", None), task)
+    with pytest.raises(ValueError, match="ships no threshold"):
+        spread.shipped_threshold(measured("gemma-3-270m", None), "toxicity")  # the base
+    with pytest.raises(ValueError, match="as it is"):
+        spread.shipped_threshold(measured("gemma-3-270m", "out/judge-lora.gguf"), "toxicity")
+
+
 def test_without_an_adapter_the_model_itself_is_measured_and_no_base_is_asked(evaluate, capsys):
     """`--model gemma-3-270m-judge` without `--adapter` measures the shipped judge; there is no
     separate base to measure then, so the command says to give --no-base, before any load."""

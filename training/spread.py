@@ -12,7 +12,8 @@ groups in the same order (another set is shown without it).
 
 With `--against-threshold toxicity=0.443`, the `--against` run's verdicts are read at that
 threshold for that task, as a judge that ships one is used (RESULTS.md, "Every source but
-BEGIN").
+BEGIN"). `toxicity=shipped` reads the threshold from the registry entry of the judge that run
+measured as it is (evaluate.py without `--adapter`); it is an error when it ships none.
 
 With `--mean-of A B --against-mean-of C D`: each side's mean, over its runs (seeds), of
 balanced accuracy and AUROC on the sets every run judged on the same rows, and the
@@ -26,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
+from localjudge.model_registry import load_registry
 from localjudge.quality.intervals import (
     LEVEL,
     aurocs,
@@ -42,6 +45,9 @@ from localjudge.quality.intervals import (
 from localjudge.quality.labelled import baselines
 from localjudge.quality.rows import read_rows
 from localjudge.scorers.registry import task_names
+
+sys.path.insert(0, str(Path(__file__).parent))
+from thresholds import VERSION  # noqa: E402  (each task's prompt version, as shipped)
 
 FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
 SOURCE_SET = "held-out source "  # evaluate.py's name for one of several held-out sources
@@ -155,18 +161,37 @@ def mean_rows(side: list[Path], against: list[Path]) -> list[tuple[str, str, dic
     return out
 
 
-def task_threshold(value: str) -> tuple[str, float]:
-    """`toxicity=0.443` -> ("toxicity", 0.443)."""
+SHIPPED = "shipped"  # `TASK=shipped`: the threshold the measured judge's registry entry ships
+
+
+def task_threshold(value: str) -> tuple[str, float | str]:
+    """`toxicity=0.443` -> ("toxicity", 0.443); `toxicity=shipped` -> ("toxicity", "shipped")."""
     task, _, cut = value.partition("=")
     try:
-        number = float(cut)
+        number = SHIPPED if cut == SHIPPED else float(cut)
     except ValueError:
         number = None
-    if task not in task_names() or number is None or not 0.0 <= number <= 1.0:
+    if task not in task_names() or number is None or not (number == SHIPPED or 0 <= number <= 1):
         raise argparse.ArgumentTypeError(
-            f"{value!r}: give TASK=P, TASK one of {', '.join(task_names())}, P between 0 and 1"
+            f"{value!r}: give TASK=P or TASK=shipped, TASK one of {', '.join(task_names())}, "
+            "P between 0 and 1"
         )
     return task, number
+
+
+def shipped_threshold(against: Path, task: str) -> float:
+    """The P(yes) threshold for `task` that the registry entry ships, of the judge an
+    evaluate.py output measured as it is; ValueError when that run had an adapter of its own,
+    or the entry ships none for the task's prompt version."""
+    run = json.loads(against.read_text())
+    model = run.get("model")
+    if model is None or run.get("adapter") is not None:
+        raise ValueError(f"{against}: not a registry judge measured as it is (no adapter)")
+    entry = load_registry()[1].get(model)
+    cut = None if entry is None else (entry.recommended.get("thresholds") or {}).get(VERSION[task])
+    if cut is None:
+        raise ValueError(f"{model} ships no threshold for {VERSION[task]}")
+    return float(cut)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         type=task_threshold,
         metavar="TASK=P",
-        help="the --against run's verdicts say yes at P(yes) >= P for TASK (default 0.5)",
+        help="the --against run's verdicts say yes at P(yes) >= P for TASK (default 0.5); "
+        "TASK=shipped: at the threshold its registry entry ships",
     )
     parser.add_argument("--mean-of", type=Path, nargs="+", default=None, help="one side's runs")
     parser.add_argument(
@@ -193,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--mean-of and --against-mean-of go together")
     if args.against_threshold and args.against is None:
         parser.error("--against-threshold goes with --against")
+    cuts = {}
+    for task, cut in args.against_threshold:
+        try:
+            cuts[task] = shipped_threshold(args.against, task) if cut == SHIPPED else cut
+        except (OSError, ValueError) as error:
+            parser.error(f"--against-threshold {task}={cut}: {error}")
     if args.mean_of is not None:
         print(
             "| task | set | side's mean: BAcc / AUROC | other side's mean | difference: BAcc / AUROC |"
@@ -211,9 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| run | task | set | BAcc at 0.5 [95% interval] | AUROC [95% interval] | lead |")
     print("|---|---|---|---:|---:|---|")
     for path in args.results:
-        for task, name, spread in rows_of(
-            path, args.data, args.against, dict(args.against_threshold)
-        ):
+        for task, name, spread in rows_of(path, args.data, args.against, cuts):
             if spread is None:
                 continue
             judge = spread.ways["judge"]
