@@ -269,12 +269,16 @@ def test_a_prompt_whose_window_llama_cpp_gave_away_is_not_split_on_the_real_engi
     jsonschema.validate(asked.value, schema)
 
 
-def two_rounds(judge, parts):
+def two_rounds(judge, parts, reasons_for=None):
     """The same verdict prompts twice: both rounds' results, and the judge's counters
-    between them."""
+    between them. `reasons_for=frozenset()`: every reply stops after its verdict, so each
+    takes the same number of steps, whatever reasons the model would write."""
 
     def requests():
-        return [judge.prompt_request(p, "hallucination_verdict", 40) for p in parts]
+        return [
+            judge.prompt_request(p, "hallucination_verdict", 40, reasons_for=reasons_for)
+            for p in parts
+        ]
 
     first = judge.generate_many(requests())
     before = judge.runtime.stats
@@ -363,9 +367,10 @@ def test_a_rerun_judges_what_it_left_kept_first_on_the_real_engine():
     claims += ("Late returns cost 20 cents a day.",)
     parts = [claim_verdict_prompt(context, c) for c in claims]
     # two slots, two kept prompts: the last two claims stay kept after round 1; in their
-    # turn, the first two would have evicted them on finishing
+    # turn, the first two would have evicted them on finishing. Verdicts only, so that the
+    # claims finish in pairs, in order, whatever the model's reasons would be
     with Judge.load(slots=2, n_ctx=4096, prompt_cache_mib=0, keep_prompts=2) as judge:
-        first, second, before, after = two_rounds(judge, parts)
+        first, second, before, after = two_rounds(judge, parts, reasons_for=frozenset())
         assert after.num_kept_prompts_used - before.num_kept_prompts_used == 2
         assert [r.counts.prompt_evaluated for r in second[2:]] == [0, 0]
         assert all(r.counts.prompt_evaluated > 0 for r in second[:2])
