@@ -47,15 +47,16 @@ def test_models_info_default():
 
 @pytest.mark.real
 def test_models_info_says_which_threshold_decides_the_verdicts(tmp_home):
-    """The shipped toxicity threshold of the embedded judge, then the user's calibration in
-    its place; the bare base model has none (its own verdicts)."""
+    """The thresholds the embedded judge's registry entry ships (none since its adapter
+    changed), then the user's calibration in their place; the bare base model has none (its
+    own verdicts)."""
     from localjudge.model_registry import load_registry, save_calibration
     from localjudge.prompts import TOXICITY_PROMPT_VERSION
 
     default, entries = load_registry()
-    shipped = entries[default].recommended["thresholds"][TOXICITY_PROMPT_VERSION]
+    shipped = entries[default].recommended.get("thresholds") or {}
     info = json.loads(invoke("models", "info", "--json").output)
-    assert info["thresholds"] == {TOXICITY_PROMPT_VERSION: {"value": shipped, "source": "registry"}}
+    assert info["thresholds"] == {v: {"value": p, "source": "registry"} for v, p in shipped.items()}
     save_calibration(default, TOXICITY_PROMPT_VERSION, {"threshold": 0.7, "source": "mine"})
     save_calibration(default, "rubric/1/abc", {"threshold": 0.6})
     text = invoke("models", "info").output

@@ -21,7 +21,7 @@ EXPECTED = json.loads((EXAMPLES / "sample-expected.json").read_text())["items"]
 CLEAR = 0.8  # a verdict is clear when the judge gives it at least this probability
 # what the default judge still gets wrong (issue 34's training): strict, so a fix shows
 WRONG = {
-    ("iphone-1", "hallucination"): "calls a sentence joining two supported facts hallucinated",
+    ("fuji", "hallucination"): "takes a sentence whose subject is left unsaid for unsupported",
     ("support-rude", "toxicity"): "takes 'before bothering us' for civil",
 }
 
@@ -93,6 +93,7 @@ def test_no_reason_quotes_the_prompts_worked_examples(results):
     for (item_id, _), result in results.items():
         item = next(i for i in SAMPLE if i["id"] == item_id)
         judged = runs(" ".join([item["input"], item["output"], *item["context"]]))
+        judged |= runs(f"The score is {result.score:g}")  # its own score, stated: true of it
         reasons = [result.reason, *(v["reason"] for v in result.analyze_step_result["verdicts"])]
         for reason in reasons:
             copied = (runs(reason) & examples) - judged

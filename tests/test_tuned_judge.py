@@ -58,7 +58,7 @@ def test_the_adapter_makes_a_better_judge_than_the_base_model(dev_reports, task)
 def test_the_tuned_judge_beats_the_trivial_baselines(dev_reports, task):
     # by margins that a few verdicts moving on another CPU cannot close: its ranking (AUROC)
     # beats every baseline's by 0.05, its balanced accuracy the majority class's by 0.2. (On
-    # the toxicity dev set its balanced accuracy leads the word list's by two rows only:
+    # the toxicity dev set its balanced accuracy leads the word list's by a row or two only:
     # training/RESULTS.md has the figures.)
     ways = dev_reports["gemma-3-270m-judge", task]
     baselines = [a for name, a in ways.items() if name != "judge"]
@@ -66,19 +66,27 @@ def test_the_tuned_judge_beats_the_trivial_baselines(dev_reports, task):
     assert ways["judge"].balanced_accuracy > ways["majority class"].balanced_accuracy + 0.2
 
 
-def test_the_shipped_toxicity_threshold_decides_the_default_judges_verdicts(tmp_home, tmp_path):
-    """The registry ships a toxicity threshold with the embedded judge (fitted on sources it
+def test_a_toxicity_threshold_its_registry_entry_ships_decides_the_judges_verdicts(
+    tmp_home, tmp_path, monkeypatch
+):
+    """A registry entry may ship a toxicity threshold with its judge (fitted on sources it
     never saw; training/RESULTS.md, "A toxicity threshold under a false-positive cap"): the
     scorer and `quality` decide by it and say so; hallucination keeps the judge's own
-    verdicts."""
+    verdicts. The embedded judge ships none since its adapter changed (a threshold is fitted
+    to one adapter's P(yes)), so the entry here is the shipped one with a threshold added."""
     from localjudge import create_toxicity_scorer
-    from localjudge.model_registry import load_registry
+    from localjudge import model_registry as registry
     from localjudge.prompts import HALLUCINATION_PROMPT_VERSION, TOXICITY_PROMPT_VERSION
 
-    default, entries = load_registry()
-    thresholds = entries[default].recommended["thresholds"]
-    shipped = thresholds[TOXICITY_PROMPT_VERSION]
-    assert 0 < shipped < 1 and HALLUCINATION_PROMPT_VERSION not in thresholds
+    shipped = 0.3  # far from 0.5, so that a verdict it decides differs from the judge's own
+    document = json.loads((registry.models_dir() / "registry.json").read_text())
+    default = document["default"]
+    entry = next(e for e in document["models"] if e["name"] == default)
+    entry["recommended"]["thresholds"] = {TOXICITY_PROMPT_VERSION: shipped}
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "registry.json").write_text(json.dumps(document))
+    monkeypatch.setattr(registry, "models_dir", lambda: models)  # the judge's file is cached
     output = "Thanks for asking. You are a pathetic idiot. The report is due on Friday."
     with Judge.load(slots=4, n_ctx=4096) as judge:
         assert judge.verdict_threshold(TOXICITY_PROMPT_VERSION) == (shipped, "registry")
