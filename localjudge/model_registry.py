@@ -509,10 +509,17 @@ def threshold_in_use(
         return float(record["threshold"]), str(record.get("source", "calibrate"))
     if entry is None or entry.name != model:
         return None
+    value = shipped_threshold(entry, prompt_version)
+    return None if value is None else (value, "registry")
+
+
+def shipped_threshold(entry: ModelEntry, prompt_version: str) -> float | None:
+    """The P(yes) threshold a registry entry ships for a prompt version
+    (`recommended.thresholds`), or None: it ships none, or not a number in 0..1."""
     value = (entry.recommended.get("thresholds") or {}).get(prompt_version)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         return None
-    return float(value), "registry"
+    return float(value)
 
 
 def thresholds_in_use(model: str, entry: ModelEntry | None) -> dict[str, tuple[float, str]]:

@@ -154,6 +154,7 @@ def test_spread_reads_the_shipped_threshold_from_the_registry_not_by_hand(tmp_pa
     toxicity prompt; a run with an adapter of its own, or a task its entry ships none for,
     is an error, never a silent 0.5."""
     from localjudge.model_registry import load_registry
+    from localjudge.scorers.registry import task_names, verdict_task
 
     spread = load("spread")
     judge = load_registry()[1]["gemma-3-270m-judge"]
@@ -165,7 +166,8 @@ def test_spread_reads_the_shipped_threshold_from_the_registry_not_by_hand(tmp_pa
         return run
 
     assert spread.task_threshold("toxicity=shipped") == ("toxicity", "shipped")
-    for task, version in spread.VERSION.items():
+    for task in task_names():
+        version = verdict_task(task).prompt_version
         if version in shipped:
             found = spread.shipped_threshold(measured("gemma-3-270m-judge", None), task)
             assert found == shipped[version]

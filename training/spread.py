@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from localjudge.model_registry import load_registry
+from localjudge import model_registry
 from localjudge.quality.intervals import (
     LEVEL,
     aurocs,
@@ -44,10 +43,7 @@ from localjudge.quality.intervals import (
 )
 from localjudge.quality.labelled import baselines
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.registry import task_names
-
-sys.path.insert(0, str(Path(__file__).parent))
-from thresholds import VERSION  # noqa: E402  (each task's prompt version, as shipped)
+from localjudge.scorers.registry import task_names, verdict_task
 
 FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
 SOURCE_SET = "held-out source "  # evaluate.py's name for one of several held-out sources
@@ -187,11 +183,12 @@ def shipped_threshold(against: Path, task: str) -> float:
     model = run.get("model")
     if model is None or run.get("adapter") is not None:
         raise ValueError(f"{against}: not a registry judge measured as it is (no adapter)")
-    entry = load_registry()[1].get(model)
-    cut = None if entry is None else (entry.recommended.get("thresholds") or {}).get(VERSION[task])
+    version = verdict_task(task).prompt_version
+    entry = model_registry.load_registry()[1].get(model)
+    cut = None if entry is None else model_registry.shipped_threshold(entry, version)
     if cut is None:
-        raise ValueError(f"{model} ships no threshold for {VERSION[task]}")
-    return float(cut)
+        raise ValueError(f"{model} ships no threshold for {version}")
+    return cut
 
 
 def main(argv: list[str] | None = None) -> int:
