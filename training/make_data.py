@@ -94,6 +94,12 @@ FILES["ethos"] = (ETHOS, "ethos/ethos_data/Ethos_Dataset_Binary.csv")
 # only; the validation split is left unread for a later check.
 UCC = "conversationai+unhealthy-conversations"
 FILES["ucc_test"] = (UCC, "corpus/test.csv")
+# Multitarget-CONAN (Fanton et al. 2021): hate speech about seven targets, written or edited by
+# NGO operators, each paired with a counter-narrative an expert wrote in reply. Its licence
+# allows research use and no redistribution: measured only (`--hold-out conan`), never trained
+# on, its texts never committed (the rows go to a data folder; results keep labels and P(yes)).
+CONAN = "marcoguerini+CONAN"
+FILES["conan"] = (CONAN, "Multitarget-CONAN/Multitarget-CONAN.csv")
 # Q² (Honovich et al. 2021): two dialogue systems' replies in Wizard of Wikipedia's validation
 # conversations, each annotated by people as factually consistent with the one knowledge
 # sentence the system was given, or not. Apache 2.0 (the repository), the data MIT (its
@@ -1071,6 +1077,55 @@ def brush_offs(count: int, rng: random.Random) -> list[Example]:
     return distinct(count, make)
 
 
+# Replies to a hateful post, by template, for training only: counter-speech that answers hate
+# with a fact, an experience or an appeal, naming the group it defends and quoting nothing,
+# beside replies that agree with the hate. The contrast templates above teach counter-speech
+# that quotes the hate; these teach the reply that argues. Our own sentences, written before
+# any counter-narrative of Multitarget-CONAN (measured only) was read beyond its first rows.
+_ARGUE = (
+    "That is not true. Most {g} here work, pay taxes and raise families like everyone else.",
+    "Blaming {g} for this is easy, but the figures do not back it up.",
+    "I know many {g}, and none of them is anything like what you describe.",
+    "Where did you read that? Studies of {g} in this country show the opposite.",
+    "{G} have been blamed for everything for centuries. It was wrong then and it is wrong now.",
+    "You are talking about millions of {g} as if they were one person.",
+    "Would you say that to the face of one of the {g} you work with?",
+    "Crime follows poverty and lack of opportunity, not being one of the {g}.",
+    "{G} are our neighbours, nurses and teachers. Being afraid of them is not an argument.",
+    "It is easy to dislike {g} from a distance. Try talking to some of them.",
+    "The numbers say otherwise: {g} start businesses and create jobs here every year.",
+    "I understand you are worried, but {g} are not the cause of it.",
+    "Treating all {g} as a threat is exactly how discrimination starts.",
+    "My best friend is one of the {g} you are talking about, and she is nothing like that.",
+)  # fmt: skip
+_AGREE = (
+    "Exactly. {G} are {s}, and it is time we stopped pretending otherwise.",
+    "You are right, {g} are {s}. Send them all back.",
+    "Finally someone says it: {g} ruin every place they move to.",
+    "Agreed. {G} are {s}, every last one of them.",
+    "True, and the so-called studies defending {g} are lies from their friends.",
+    "Well said. We should keep {g} out of our schools and our streets.",
+    "This is why I never hire {g}. They are {s}.",
+    "Spot on. {G} only bring crime and disease with them.",
+)  # fmt: skip
+
+
+def counter_replies(count: int, rng: random.Random) -> list[Example]:
+    """Replies that answer hate about a group with an argument, naming it and quoting nothing
+    ("no"), beside replies that agree with the hate ("yes"), English, half each label."""
+    kinds = (("argue", "no", _ARGUE), ("agree", "yes", _AGREE))
+
+    def make(made: int) -> Example:
+        kind, label, templates = kinds[made % 2]
+        group = rng.choice(_GROUPS)
+        text = rng.choice(templates).format(
+            g=group, G=group[:1].upper() + group[1:], s=rng.choice(_SMEARS)
+        )
+        return Example("toxicity", f"counter-reply/{kind}", label, text)
+
+    return distinct(count, make)
+
+
 # -- selection, split, tokens ---------------------------------------------------------------
 
 
@@ -1114,7 +1169,7 @@ PILOT = {
 }  # fmt: skip
 
 # Sources (by prefix) that are ours, by template: trained on, never held out or measured.
-TRAIN_ONLY = {"synthetic-tox", "contrast/", "brush-off/"}
+TRAIN_ONLY = {"synthetic-tox", "contrast/", "brush-off/", "counter-reply/"}
 # Rows per source when a whole source is held out (`--hold-out`): every row of it is unseen.
 HELD_OUT_SOURCE = {
     "davidson": {"davidson/hate": 60, "davidson/offensive": 60, "davidson/neither": 120},
@@ -1129,6 +1184,7 @@ HELD_OUT_SOURCE = {
     "convabuse": {"convabuse/test/abusive": 100, "convabuse/test/not-abusive": 100},
     "ethos": {"ethos/hate": 150, "ethos/not-hate": 150},
     "ucc": {"ucc/subtle": 100, "ucc/hostile": 100, "ucc/healthy": 200},
+    "conan": {"conan/hate": 300, "conan/counter": 300},
     "q2": {"q2/consistent": 250, "q2/inconsistent": 250},
 }  # fmt: skip
 # Sources added after the leave-one-source-out runs: read and trained on only when named in
@@ -1146,6 +1202,7 @@ ADDED = {
     "convabuse": {"toxicity": {"convabuse/train/abusive": 60, "convabuse/train/not-abusive": 60}},
     "brush-offs": {"toxicity": {"brush-off/dismissive": 100, "brush-off/civil": 100}},
     "q2": {"hallucination": {"q2/consistent": 60, "q2/inconsistent": 60}},
+    "counter-replies": {"toxicity": {"counter-reply/argue": 60, "counter-reply/agree": 60}},
 }  # fmt: skip
 
 
@@ -1228,6 +1285,21 @@ def ucc(path: Path) -> list[Example]:
     ]
 
 
+def conan(path: Path) -> list[Example]:
+    """Multitarget-CONAN's pairs taken apart: each hate speech `conan/hate` ("yes"), each
+    counter-narrative `conan/counter` ("no"), judged alone. Whitespace collapsed; a text met
+    twice with one kind kept once (a hate speech has several replies), with both left out."""
+    found = []
+    with path.open(encoding="utf-8", newline="") as f:
+        for record in csv.DictReader(f):
+            found.append((" ".join(record["HATE_SPEECH"].split()), "hate"))
+            found.append((" ".join(record["COUNTER_NARRATIVE"].split()), "counter"))
+    return [
+        Example("toxicity", f"conan/{kind}", "yes" if kind == "hate" else "no", text)
+        for text, kind in one_kind_each(found)
+    ]
+
+
 def q2(paths: dict[str, Path]) -> list[Example]:
     """Q²'s replies against their knowledge sentence, by the file each is in: `q2/consistent`
     "no", `q2/inconsistent` "yes" (`paths` by Q2_FILES name). Whitespace collapsed, the
@@ -1281,8 +1353,12 @@ def collect(
         extra += ethos(path("ethos"))
     if "ucc/" in held_out:  # measured only
         extra += ucc(path("ucc_test"))
+    if "conan/" in held_out:  # measured only
+        extra += conan(path("conan"))
     if "brush-offs" in added:  # training only, from its own generator
         extra += brush_offs(600, random.Random(f"{SEED}:brush-offs"))
+    if "counter-replies" in added:  # training only, from its own generator
+        extra += counter_replies(600, random.Random(f"{SEED}:counter-replies"))
     more = []  # from its own generator: the other sources' rows stay as they were
     if "additions" in added:
         more += additions(passages, random.Random(f"{SEED}:additions"))
@@ -1390,7 +1466,7 @@ class Tokens:
 
 # Held-out sources added after the first folds: drawn after the others, so that holding one
 # out beside them leaves the others' rows as they were (one generator serves every draw).
-LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc", "q2")
+LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc", "q2", "conan")
 
 
 def draw_held_out(pools: dict[str, list[Example]], names: list[str]) -> dict[str, list[Example]]:
