@@ -426,6 +426,46 @@ def test_news_comments_are_sorted_into_brush_offs_attacks_and_healthy_by_their_l
             make_data.added_sources(measured_only)
 
 
+def test_hate_speech_and_its_counter_narratives_are_taken_apart_and_measured_only(
+    make_data, tmp_path
+):
+    path = tmp_path / "Multitarget-CONAN.csv"
+    path.write_text(
+        "INDEX,HATE_SPEECH,COUNTER_NARRATIVE,TARGET,VERSION\n"
+        '0,"They  are all thieves.","Most of them work hard, like you.",MIGRANTS,V1\n'
+        '1,They are all thieves.,"Where are the figures for that?",MIGRANTS,V2\n'
+        "2,Women should not vote.,They are all thieves.,WOMEN,V1\n"  # both kinds: out
+        '3,Keep them out of school.,"Children learn best together.",DISABLED,V1\n',
+        encoding="utf-8",
+    )
+    examples = make_data.conan(path)
+    assert [(e.source, e.label, e.text) for e in examples] == [
+        ("conan/counter", "no", "Most of them work hard, like you."),
+        ("conan/counter", "no", "Where are the figures for that?"),
+        ("conan/hate", "yes", "Women should not vote."),
+        ("conan/hate", "yes", "Keep them out of school."),
+        ("conan/counter", "no", "Children learn best together."),
+    ]
+    # research use only, no redistribution: it can be held out and measured, never added
+    assert make_data.held_out_sources("conan") == ["conan"]
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown source"):
+        make_data.added_sources("conan")
+
+
+def test_counter_replies_name_the_group_they_defend_and_quote_no_hate(make_data):
+    examples = make_data.counter_replies(200, random.Random(5))
+    assert len(examples) == 200 and len({e.text for e in examples}) == 200
+    labels = {e.source: e.label for e in examples}
+    assert labels == {"counter-reply/argue": "no", "counter-reply/agree": "yes"}
+    assert sum(e.label == "yes" for e in examples) == 100
+    for e in examples:
+        assert any(g.lower() in e.text.lower() for g in make_data._GROUPS), e.text
+        assert '"' not in e.text  # an argument, not a quotation of the hate
+    smears = set(make_data._SMEARS)
+    assert not [e.text for e in examples if e.label == "no" and any(s in e.text for s in smears)]
+    assert make_data.is_template("counter-reply/argue")  # training only, weighted as ours
+
+
 def test_dialogue_replies_are_labelled_by_the_file_they_are_in_and_never_trained_without_begin(
     make_data, tmp_path
 ):
