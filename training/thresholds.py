@@ -16,11 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-from localjudge.prompts import HALLUCINATION_PROMPT_VERSION, TOXICITY_PROMPT_VERSION
 from localjudge.quality.calibration import choose_threshold
 from localjudge.quality.labelled import Agreement
-
-VERSION = {"hallucination": HALLUCINATION_PROMPT_VERSION, "toxicity": TOXICITY_PROMPT_VERSION}
+from localjudge.scorers.registry import task_names, verdict_task
 
 
 def rows_of(path: Path) -> dict[str, list[tuple[float, bool, str]]]:
@@ -45,13 +43,13 @@ def agreement(rows: list[tuple[float, bool, str]], cut: float) -> Agreement:
 def main(paths: list[str]) -> int:
     folds = [rows_of(Path(p)) for p in paths]
     shipped = {}
-    for task in ("hallucination", "toxicity"):
+    for task in task_names():
         per_fold = [fold.get(task, []) for fold in folds]
         pooled = [row for rows in per_fold for row in rows]
         if not pooled:
             continue
         cut = choose_threshold([r[1] for r in pooled], [r[0] for r in pooled])
-        shipped[VERSION[task]] = round(cut, 4)
+        shipped[verdict_task(task).prompt_version] = round(cut, 4)
         print(f"\n{task}: threshold fitted on every held-out source: {cut:.4f}")
         print(
             "| source | rows | BAcc at 0.5 | BAcc at a threshold fitted on the other folds (value) | AUROC |"
