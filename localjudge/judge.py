@@ -12,6 +12,7 @@ import json
 import os
 import re
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -28,7 +29,14 @@ from localjudge.grammar import (
     load_schema,
 )
 from localjudge.grammar.compiled import prune_disk_cache
-from localjudge.model_registry import ResolvedModel, check_checksum, resolve, threshold_in_use
+from localjudge.model_registry import (
+    ResolvedModel,
+    check_checksum,
+    resolve,
+    stale_calibrations,
+    threshold_in_use,
+    weights_of,
+)
 from localjudge.paths import cache_dir
 from localjudge.prompts import PromptParts
 from localjudge.scheduler import (
@@ -279,6 +287,14 @@ class Judge:
     def n_ctx(self) -> int:
         return self.scheduler.n_ctx
 
+    @property
+    def weights(self) -> dict[str, str]:
+        """The sha256 of this judge's model file and adapter, as its own registry entry
+        records them ({} for a judge without one, or a base model's entry under an adapter
+        of the caller's): what a stored calibration was fitted on."""
+        entry = getattr(self.model, "entry", None)
+        return weights_of(entry) if entry is not None and entry.name == self.name else {}
+
     def tokenize(self, text: str) -> list[int]:
         return self.engine.tokenize(text, add_special=True, parse_special=self.parse_special)
 
@@ -341,6 +357,13 @@ class Judge:
             entry = getattr(self.model, "entry", None)
             cached = threshold_in_use(self.name, entry, prompt_version)
             self._thresholds[prompt_version] = cached
+            if prompt_version in stale_calibrations(self.name, entry):
+                warnings.warn(
+                    f"{self.name}: the threshold `localjudge calibrate` stored for "
+                    f"{prompt_version} was fitted on other weights (the model or its adapter "
+                    "changed since), so it is not used; run calibrate again",
+                    stacklevel=2,
+                )
         return cached
 
     # -- grammars -------------------------------------------------------------------------

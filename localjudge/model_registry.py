@@ -501,16 +501,58 @@ def threshold_in_use(
     model: str, entry: ModelEntry | None, prompt_version: str
 ) -> tuple[float, str] | None:
     """The P(yes) threshold that decides `model`'s verdicts for a prompt version, and where
-    it came from: the user's calibration (its `source`, default "calibrate"), else the one
-    the model's registry entry ships ("registry"; only when `entry` is that model's own,
-    not another adapter's); None: the judge's own verdict stands."""
+    it came from: the user's calibration (its `source`, default "calibrate") unless it was
+    fitted on other weights (`calibration_is_stale`), else the one the model's registry
+    entry ships ("registry"; only when `entry` is that model's own, not another adapter's);
+    None: the judge's own verdict stands."""
     record = load_calibration(model, prompt_version)
-    if record is not None:
+    own = entry is not None and entry.name == model
+    if record is not None and not (own and calibration_is_stale(record, entry)):
         return float(record["threshold"]), str(record.get("source", "calibrate"))
-    if entry is None or entry.name != model:
+    if not own:
         return None
     value = shipped_threshold(entry, prompt_version)
     return None if value is None else (value, "registry")
+
+
+def weights_of(entry: ModelEntry | None) -> dict[str, str]:
+    """What names a registry model's weights, as far as its entry knows them: its file's
+    sha256 and its adapter's ({} when it records neither)."""
+    if entry is None:
+        return {}
+    known = (("sha256", entry.sha256), ("adapter_sha256", entry.adapter_sha256))
+    return {key: value for key, value in known if value}
+
+
+def calibration_is_stale(record: dict, entry: ModelEntry | None) -> bool:
+    """Whether a stored calibration was fitted on other weights than the entry names now, so
+    that its threshold would decide verdicts of a judge it never measured: the weights it
+    records differ, or it records none and the entry is a built-in judge merged from our
+    adapter (calibrations stored before weights were recorded were fitted on an adapter that
+    has been replaced since)."""
+    now = weights_of(entry)
+    if not now:
+        return False
+    then = record.get("weights")
+    if not isinstance(then, dict):
+        return entry.origin == "builtin" and "merge" in entry.source
+    return any(then[key] != value for key, value in now.items() if key in then)
+
+
+def stale_calibrations(model: str, entry: ModelEntry | None) -> list[str]:
+    """The prompt versions whose stored calibration of `model` is stale (and so not used)."""
+    if entry is None or entry.name != model:
+        return []
+    try:
+        calibrated = (_user_registry_data().get("calibrations") or {}).get(model, {})
+    except RegistryError:
+        return []
+    return sorted(
+        version
+        for version in calibrated
+        if (record := load_calibration(model, version)) is not None
+        and calibration_is_stale(record, entry)
+    )
 
 
 def shipped_threshold(entry: ModelEntry, prompt_version: str) -> float | None:

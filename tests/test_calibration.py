@@ -110,6 +110,67 @@ def test_registry_threshold_decides_unless_a_calibration_is_stored(tmp_home, tmp
     assert verdict(entry("fake-judge", 1.0)) == ("yes", {"value": 0.2, "source": "mine"})
 
 
+def test_a_calibration_fitted_on_other_weights_is_not_used(tmp_home, tmp_path):
+    """A stored calibration records the weights it was fitted on (the entry's sha256 and its
+    adapter's). When they change (a new adapter shipped, a model file replaced), its
+    threshold is not used and the judge warns; one stored before weights were recorded is
+    stale only for a built-in judge merged from our adapter, which has been replaced."""
+    from localjudge import create_toxicity_scorer
+    from localjudge.model_registry import (
+        ModelEntry,
+        ResolvedModel,
+        stale_calibrations,
+        threshold_in_use,
+        weights_of,
+    )
+    from localjudge.quality.calibration import calibrate_rows
+    from localjudge.quality.labelled import Row
+
+    shipped = {"thresholds": {TOXICITY_PROMPT_VERSION: 0.3}}
+    now = ModelEntry(
+        name="fake-judge", sha256="b" * 64, adapter_sha256="c" * 64, recommended=shipped
+    )
+    assert weights_of(now) == {"sha256": "b" * 64, "adapter_sha256": "c" * 64}
+    old = {"sha256": "a" * 64, "adapter_sha256": "c" * 64}
+    save_calibration(
+        "fake-judge", TOXICITY_PROMPT_VERSION, {"threshold": 0.9, "source": "mine", "weights": old}
+    )
+    assert threshold_in_use("fake-judge", now, TOXICITY_PROMPT_VERSION) == (0.3, "registry")
+    assert stale_calibrations("fake-judge", now) == [TOXICITY_PROMPT_VERSION]
+    with FakeJudge() as judge:
+        judge.model = ResolvedModel(tmp_path / "m.gguf", now)
+        with pytest.warns(UserWarning, match="fitted on other weights"):
+            result = create_toxicity_scorer(judge, reason="template").run(
+                {"input": "Hi", "output": "You are an idiot."}
+            )
+        assert result.to_dict()["threshold"] == {"value": 0.3, "source": "registry"}
+        # calibrated again on these weights: recorded with them, and used
+        rows = [
+            Row(
+                number=i + 1,
+                label=i % 2 == 1,
+                text=f"You are an idiot {i}." if i % 2 else f"Fine {i}.",
+            )
+            for i in range(12)
+        ]
+        run = calibrate_rows(judge, rows, "toxicity", source="t.jsonl", folds=2)
+    record = run.record("2026-12-05")
+    assert record["weights"] == weights_of(now)
+    save_calibration("fake-judge", TOXICITY_PROMPT_VERSION, record)
+    assert threshold_in_use("fake-judge", now, TOXICITY_PROMPT_VERSION)[1] == record["source"]
+    assert stale_calibrations("fake-judge", now) == []
+    # stored before weights were recorded: used for a user's model, not for our merged judge
+    save_calibration("fake-judge", TOXICITY_PROMPT_VERSION, {"threshold": 0.9, "source": "mine"})
+    user = ModelEntry(name="fake-judge", sha256="b" * 64, origin="user")
+    assert threshold_in_use("fake-judge", user, TOXICITY_PROMPT_VERSION) == (0.9, "mine")
+    merged = ModelEntry(name="fake-judge", sha256="b" * 64, source={"merge": {}}, recommended={})
+    assert threshold_in_use("fake-judge", merged, TOXICITY_PROMPT_VERSION) is None
+    # an entry that names no weights, or another model's entry: the calibration stands
+    assert threshold_in_use("fake-judge", None, TOXICITY_PROMPT_VERSION) == (0.9, "mine")
+    bare = ModelEntry(name="fake-judge", source={"merge": {}})
+    assert threshold_in_use("fake-judge", bare, TOXICITY_PROMPT_VERSION) == (0.9, "mine")
+
+
 def test_calibrate_command_stores_and_quality_uses_it(tmp_path, tmp_home, monkeypatch):
     monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
     rows = [

@@ -50,20 +50,26 @@ def test_models_info_says_which_threshold_decides_the_verdicts(tmp_home):
     """The thresholds the embedded judge's registry entry ships (none since its adapter
     changed), then the user's calibration in their place; the bare base model has none (its
     own verdicts)."""
-    from localjudge.model_registry import load_registry, save_calibration
-    from localjudge.prompts import TOXICITY_PROMPT_VERSION
+    from localjudge.model_registry import load_registry, save_calibration, weights_of
+    from localjudge.prompts import HALLUCINATION_PROMPT_VERSION, TOXICITY_PROMPT_VERSION
 
     default, entries = load_registry()
     shipped = entries[default].recommended.get("thresholds") or {}
     info = json.loads(invoke("models", "info", "--json").output)
     assert info["thresholds"] == {v: {"value": p, "source": "registry"} for v, p in shipped.items()}
-    save_calibration(default, TOXICITY_PROMPT_VERSION, {"threshold": 0.7, "source": "mine"})
-    save_calibration(default, "rubric/1/abc", {"threshold": 0.6})
+    weights = weights_of(entries[default])  # the merged judge's file: fitted on these weights
+    assert weights
+    mine = {"threshold": 0.7, "source": "mine", "weights": weights}
+    save_calibration(default, TOXICITY_PROMPT_VERSION, mine)
+    save_calibration(default, "rubric/1/abc", {"threshold": 0.6, "weights": weights})
+    # stored before weights were recorded: fitted on the adapter this judge had then
+    save_calibration(default, HALLUCINATION_PROMPT_VERSION, {"threshold": 0.9})
     text = invoke("models", "info").output
     listed = (
         f"rubric/1/abc P(yes) >= 0.6 (calibrate); {TOXICITY_PROMPT_VERSION} P(yes) >= 0.7 (mine)"
     )
-    assert listed in text
+    assert listed in text and f"{HALLUCINATION_PROMPT_VERSION} P(yes)" not in text
+    assert f"{HALLUCINATION_PROMPT_VERSION} (fitted on other weights, not used" in text
     assert json.loads(invoke("models", "info", "gemma-3-270m", "--json").output)["thresholds"] == {}
     assert "none: verdicts at P(yes) >= 0.5" in invoke("models", "info", "gemma-3-270m").output
 

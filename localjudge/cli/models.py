@@ -59,7 +59,12 @@ def models_info(model: str | None, as_json: bool) -> None:
     """Architecture, parameters, quantisation, context, chat template and sha256 of MODEL
     (a registry name or a .gguf path; the default model when omitted)."""
     from localjudge.engine import EngineConfig, LlamaEngine
-    from localjudge.model_registry import resolve, sha256_file, thresholds_in_use
+    from localjudge.model_registry import (
+        resolve,
+        sha256_file,
+        stale_calibrations,
+        thresholds_in_use,
+    )
 
     resolved = resolve(model)
     config = EngineConfig(
@@ -82,6 +87,14 @@ def models_info(model: str | None, as_json: bool) -> None:
             info["adapter_sha256"] = sha256_file(path)
     # which threshold decides its verdicts, per prompt version (none: P(yes) >= 0.5)
     decided = thresholds_in_use(resolved.name, resolved.entry)
+    stale = stale_calibrations(resolved.name, resolved.entry)  # fitted on other weights
+    if stale:
+        info["stale_calibrations"] = (
+            stale
+            if as_json
+            else f"{', '.join(stale)} (fitted on other weights, not used: "
+            "run localjudge calibrate again)"
+        )
     if as_json:
         info["thresholds"] = {v: {"value": t, "source": s} for v, (t, s) in decided.items()}
         click.echo(json.dumps(info, indent=2))

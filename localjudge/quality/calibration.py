@@ -4,7 +4,7 @@ with cross-validation so the reported gain is measured on rows the choice did no
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -141,6 +141,7 @@ class CalibrationRun:
     judge_errors: int
     statements: bool = False  # each text judged statement by statement (`judge_rows`)
     left_out: str = ""  # what the statements leave out of each text (`VerdictTask.leaves_out`)
+    weights: dict = field(default_factory=dict)  # the judge's `weights`: what it was fitted on
 
     def record(self, date: str) -> dict:
         """What the registry stores for this model and prompt version."""
@@ -160,6 +161,7 @@ class CalibrationRun:
                 ),
             },
             "fold_thresholds": [round(t, 6) for t in result.fold_thresholds],
+            **({"weights": dict(self.weights)} if self.weights else {}),
         }
 
     def to_dict(self, record: dict, *, stored: bool) -> dict:
@@ -246,4 +248,5 @@ def calibrate_rows(
         judge_errors=len(rows) - len(answered),
         statements=statements,
         left_out=task.leaves_out if statements else "",
+        weights=judge.weights,
     )
