@@ -8,15 +8,26 @@ maximises balanced accuracy on them is chosen (the one that ships). To say what 
 choice is worth on a source it did not see, each fold's sources are also judged at the
 threshold fitted on the other folds' sources alone (leave-one-fold-out). Prints a table
 per task and source, and the JSON to put in the registry entry's `recommended.thresholds`.
+
+    .venv/bin/python training/thresholds.py FIT.json [...] --cap --check RUN.json [...]
+
+With `--cap`, the threshold is fitted under a cap on false positives: the one that catches
+the most flagged rows while flagging no larger share of the others than 0.5 does on the
+same rows (`choose_threshold(..., max_fpr=...)`). With `--check`, every set of a fitted task
+in each RUN (an evaluate.py output: other sources, the dev sets) is read at the fitted
+threshold against 0.5: balanced accuracy at each, the difference (at the threshold minus at
+0.5) with its 95% interval on the same resampled rows (1,000 stratified resamples, seed 0),
+and the others flagged at each.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from localjudge.quality.calibration import choose_threshold
+from localjudge.quality.intervals import intervals
 from localjudge.quality.labelled import Agreement
 from localjudge.scorers.registry import task_names, verdict_task
 
@@ -40,25 +51,71 @@ def agreement(rows: list[tuple[float, bool, str]], cut: float) -> Agreement:
     return Agreement.of(labels, [s >= cut for s in scores], scores)
 
 
-def main(paths: list[str]) -> int:
-    folds = [rows_of(Path(p)) for p in paths]
+def fpr_at_half(rows: list[tuple[float, bool, str]]) -> float:
+    """The share of the rows labelled no that P(yes) >= 0.5 flags."""
+    others = [score for score, label, _ in rows if not label]
+    return sum(score >= 0.5 for score in others) / len(others) if others else 0.0
+
+
+def check(path: Path, task: str, cut: float) -> None:
+    """Each set of `task` in an evaluate.py output, read at `cut` against 0.5 (a table row)."""
+    for entry in json.loads(path.read_text())["sets"]:
+        if entry.get("way", "tuned") != "tuned" or entry["task"] != task:
+            continue
+        scores, labels = entry["scores"], entry["labels"]
+        ways = [(f"at {cut:.4f}", scores, [s >= cut for s in scores])]
+        ways.append(("at 0.5", scores, [s >= 0.5 for s in scores]))
+        spread = intervals(labels, ways)
+        if spread is None:
+            continue
+        fitted, plain = agreement_of(labels, scores, cut), agreement_of(labels, scores, 0.5)
+        difference = spread.differences["at 0.5"].balanced_accuracy
+        others = len(labels) - sum(labels)
+        print(
+            f"| {path.stem} | {entry['set']} | {len(labels)} | {fitted.balanced_accuracy:.3f} / "
+            f"{plain.balanced_accuracy:.3f} | {difference.value:+.3f} [{difference.low:+.3f}, "
+            f"{difference.high:+.3f}] | {fitted.confusion['fp']} / {plain.confusion['fp']} of "
+            f"{others} |"
+        )
+
+
+def agreement_of(labels: list[bool], scores: list[float], cut: float) -> Agreement:
+    return Agreement.of(labels, [s >= cut for s in scores], scores)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folds", type=Path, nargs="+", help="evaluate.py outputs fitted on")
+    parser.add_argument(
+        "--cap", action="store_true", help="fit flagging no more of the others than 0.5 does"
+    )
+    parser.add_argument(
+        "--check", type=Path, action="append", default=[], help="a run read at the fitted threshold"
+    )
+    args = parser.parse_args(argv)
+    folds = [rows_of(path) for path in args.folds]
     shipped = {}
     for task in task_names():
         per_fold = [fold.get(task, []) for fold in folds]
         pooled = [row for rows in per_fold for row in rows]
         if not pooled:
             continue
-        cut = choose_threshold([r[1] for r in pooled], [r[0] for r in pooled])
+        cap = fpr_at_half(pooled) if args.cap else None
+        cut = choose_threshold([r[1] for r in pooled], [r[0] for r in pooled], max_fpr=cap)
         shipped[verdict_task(task).prompt_version] = round(cut, 4)
-        print(f"\n{task}: threshold fitted on every held-out source: {cut:.4f}")
+        capped = "" if cap is None else f" (false positives capped at 0.5's, {cap:.3f})"
+        print(f"\n{task}: threshold fitted on every held-out source{capped}: {cut:.4f}")
         print(
             "| source | rows | BAcc at 0.5 | BAcc at a threshold fitted on the other folds (value) | AUROC |"
         )
         print("|---|---:|---:|---:|---:|")
         for n, rows in enumerate(per_fold):
             others = [row for m, rs in enumerate(per_fold) if m != n for row in rs]
+            other_cap = fpr_at_half(others) if args.cap and others else None
             other_cut = (
-                choose_threshold([r[1] for r in others], [r[0] for r in others]) if others else 0.5
+                choose_threshold([r[1] for r in others], [r[0] for r in others], max_fpr=other_cap)
+                if others
+                else 0.5
             )
             for source in sorted({r[2] for r in rows}):
                 mine = [r for r in rows if r[2] == source]
@@ -68,9 +125,17 @@ def main(paths: list[str]) -> int:
                     f"| {source} | {len(mine)} | {plain.balanced_accuracy:.3f} | "
                     f"{fitted.balanced_accuracy:.3f} ({other_cut:.3f}) | {auroc} |"
                 )
+        if args.check:
+            print(
+                f"\n| run | set | rows | BAcc at {cut:.4f} / at 0.5 | difference [95% interval] "
+                "| others flagged: at it / at 0.5 |"
+            )
+            print("|---|---|---:|---|---|---|")
+            for path in args.check:
+                check(path, task, cut)
     print("\nrecommended.thresholds:", json.dumps(shipped))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main())
