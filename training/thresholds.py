@@ -68,7 +68,8 @@ def check(path: Path, task: str, cut: float) -> None:
         spread = intervals(labels, ways)
         if spread is None:
             continue
-        fitted, plain = agreement_of(labels, scores, cut), agreement_of(labels, scores, 0.5)
+        rows = list(zip(scores, labels, [""] * len(labels), strict=True))
+        fitted, plain = agreement(rows, cut), agreement(rows, 0.5)
         difference = spread.differences["at 0.5"].balanced_accuracy
         others = len(labels) - sum(labels)
         print(
@@ -77,10 +78,6 @@ def check(path: Path, task: str, cut: float) -> None:
             f"{difference.high:+.3f}] | {fitted.confusion['fp']} / {plain.confusion['fp']} of "
             f"{others} |"
         )
-
-
-def agreement_of(labels: list[bool], scores: list[float], cut: float) -> Agreement:
-    return Agreement.of(labels, [s >= cut for s in scores], scores)
 
 
 def main(argv: list[str] | None = None) -> int:
