@@ -195,3 +195,41 @@ def test_an_adapter_scale_without_an_adapter_is_refused(evaluate, capsys):
     with pytest.raises(SystemExit):
         evaluate.main([*argv, "--data", "nowhere"])
     assert "--adapter-scale goes with --adapter" in capsys.readouterr().err
+
+
+def test_a_threshold_fitted_under_a_false_positive_cap_is_read_on_other_runs(tmp_path, capsys):
+    """thresholds.py --cap: the threshold that catches the most flagged rows while flagging
+    no larger share of the others than 0.5 does; --check reads other runs at it against 0.5."""
+    thresholds = load("thresholds")
+
+    def saved(path: Path, scores: list[float], labels: list[bool], name: str) -> Path:
+        entry = {"way": "tuned", "task": "toxicity", "set": name, "scores": scores}
+        entry |= {"labels": labels, "row_groups": ["conan/x"] * len(labels)}
+        path.write_text(json.dumps({"sets": [entry]}))
+        return path
+
+    # 0.5 flags one of four others and catches one of six flagged rows. The best balanced
+    # accuracy (all six caught) flags two others; under the cap the cut falls between the
+    # other at 0.3 and the flagged row at 0.45, and catches two.
+    fit = saved(
+        tmp_path / "fit.json",
+        [0.9, 0.45, 0.28, 0.27, 0.26, 0.25, 0.7, 0.3, 0.1, 0.05],
+        [True] * 6 + [False] * 4,
+        "held-out sources",
+    )
+    check = saved(
+        tmp_path / "check.json",
+        [0.4, 0.2, 0.9, 0.1, 0.3, 0.05],
+        [True, True, True, False, False, False],
+        "held-out sources",
+    )
+    assert thresholds.main([str(fit), "--cap", "--check", str(check)]) == 0
+    out = capsys.readouterr().out
+    found = json.loads(out.rsplit("recommended.thresholds:", 1)[1])
+    assert found["toxicity/2"] == pytest.approx(0.375)
+    assert thresholds.main([str(fit)]) == 0  # without the cap, balanced accuracy alone
+    plain = json.loads(capsys.readouterr().out.rsplit("recommended.thresholds:", 1)[1])
+    assert plain["toxicity/2"] == pytest.approx(0.175)
+    # the check run at the fitted cut: two of three flagged rows caught, no other flagged
+    row = next(line for line in out.splitlines() if line.startswith("| check |"))
+    assert "| 6 | 0.833 / 0.667 |" in row and "| 0 / 0 of 3 |" in row
