@@ -486,7 +486,11 @@ def load_calibration(model: str, prompt_version: str) -> dict | None:
         data = _user_registry_data()
     except RegistryError:
         return None
-    record = (data.get("calibrations") or {}).get(model, {}).get(prompt_version)
+    return _usable((data.get("calibrations") or {}).get(model, {}).get(prompt_version))
+
+
+def _usable(record) -> dict | None:
+    """A stored calibration record, or None when it is malformed (no threshold in 0..1)."""
     if not isinstance(record, dict):
         return None
     threshold = record.get("threshold")
@@ -549,9 +553,8 @@ def stale_calibrations(model: str, entry: ModelEntry | None) -> list[str]:
         return []
     return sorted(
         version
-        for version in calibrated
-        if (record := load_calibration(model, version)) is not None
-        and calibration_is_stale(record, entry)
+        for version, stored in calibrated.items()
+        if (record := _usable(stored)) is not None and calibration_is_stale(record, entry)
     )
 
 

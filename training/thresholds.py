@@ -51,12 +51,6 @@ def agreement(rows: list[tuple[float, bool, str]], cut: float) -> Agreement:
     return Agreement.of(labels, [s >= cut for s in scores], scores)
 
 
-def fpr_at_half(rows: list[tuple[float, bool, str]]) -> float:
-    """The share of the rows labelled no that P(yes) >= 0.5 flags."""
-    others = [score for score, label, _ in rows if not label]
-    return sum(score >= 0.5 for score in others) / len(others) if others else 0.0
-
-
 def check(path: Path, task: str, cut: float) -> None:
     """Each set of `task` in an evaluate.py output, read at `cut` against 0.5 (a table row)."""
     for entry in json.loads(path.read_text())["sets"]:
@@ -97,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         pooled = [row for rows in per_fold for row in rows]
         if not pooled:
             continue
-        cap = fpr_at_half(pooled) if args.cap else None
+        cap = agreement(pooled, 0.5).false_positive_rate if args.cap else None
         cut = choose_threshold([r[1] for r in pooled], [r[0] for r in pooled], max_fpr=cap)
         shipped[verdict_task(task).prompt_version] = round(cut, 4)
         capped = "" if cap is None else f" (false positives capped at 0.5's, {cap:.3f})"
@@ -108,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---:|---:|---:|---:|")
         for n, rows in enumerate(per_fold):
             others = [row for m, rs in enumerate(per_fold) if m != n for row in rs]
-            other_cap = fpr_at_half(others) if args.cap and others else None
+            other_cap = agreement(others, 0.5).false_positive_rate if args.cap and others else None
             other_cut = (
                 choose_threshold([r[1] for r in others], [r[0] for r in others], max_fpr=other_cap)
                 if others
