@@ -466,6 +466,24 @@ def test_counter_replies_name_the_group_they_defend_and_quote_no_hate(make_data)
     assert make_data.is_template("counter-reply/argue")  # training only, weighted as ours
 
 
+def test_japanese_prodrop_claims_leave_out_their_subject_and_say_what_the_context_does(make_data):
+    examples = make_data.japanese_prodrop(200, random.Random(5))
+    assert len(examples) == 200 and len({(e.text, e.context) for e in examples}) == 200
+    labels = {e.source: e.label for e in examples}
+    assert labels == {"ja-prodrop/supported": "no", "ja-prodrop/unsupported": "yes"}
+    assert sum(e.label == "yes" for e in examples) == 100
+    words = make_data._JA_CITIES + make_data._JA_FIELDS
+    for e in examples:
+        context = "".join(e.context)
+        assert not any(name in e.text for name in make_data._JA_NAMES), e.text  # no subject
+        assert e.context[0].startswith(tuple(make_data._JA_NAMES))  # the context names it
+        numbers = set(re.findall(r"\d+", e.text)) <= set(re.findall(r"\d+", context))
+        named = all(w in context for w in words if w in e.text)
+        stated = numbers and named and "ノーベル賞" not in e.text
+        assert stated == (e.label == "no"), (e.text, e.context)
+    assert make_data.is_template("ja-prodrop/supported")  # training only, weighted as ours
+
+
 def test_dialogue_replies_are_labelled_by_the_file_they_are_in_and_never_trained_without_begin(
     make_data, tmp_path
 ):

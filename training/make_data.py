@@ -799,6 +799,59 @@ def japanese_synthetic(count: int, rng: random.Random) -> list[Example]:
     return out
 
 
+_JA_FIELDS = ("物理学", "経済学", "建築", "音楽", "医学", "法律")
+
+
+def japanese_prodrop(count: int, rng: random.Random) -> list[Example]:
+    """Japanese claims that leave their subject unsaid, as a second sentence of a Japanese
+    reply does when the first named it ("{city}で生まれました。"): the fact stated ("no",
+    `ja-prodrop/supported`) or changed or unstated ("yes", `ja-prodrop/unsupported`),
+    against a short biography that names the person (its later sentences with or without
+    the name). Alternate labels; each (claim, context) once."""
+    out, seen = [], set()
+    for _ in range(count * 20):
+        if len(out) >= count:
+            break
+        name = rng.choice(_JA_NAMES)
+        city, other_city = rng.sample(_JA_CITIES, 2)
+        field, other_field = rng.sample(_JA_FIELDS, 2)
+        year = rng.randint(1900, 1995)
+        thing, counter, verb = rng.choice(_JA_THINGS)
+        n = rng.randint(3, 40)
+        said = "" if rng.random() < 0.5 else f"{name}さんは"  # the context's own later sentences
+        context = (
+            f"{name}さんは{year}年に{city}で生まれました。",
+            f"{said}{city}の大学で{field}を学びました。",
+            f"{said}生涯で{n}{counter}の{thing}を{verb}。",
+        )
+        if len(out) % 2 == 0:
+            label, claim = "no", rng.choice((
+                f"{city}で生まれました。",
+                f"{year}年生まれです。",
+                f"{year}年に{city}で生まれました。",
+                f"大学では{field}を学びました。",
+                f"{city}の大学で学びました。",
+                f"生涯で{n}{counter}の{thing}を{verb}。",
+                f"{n}{counter}の{thing}を{verb}。",
+            ))  # fmt: skip
+        else:
+            label, claim = "yes", rng.choice((
+                f"{other_city}で生まれました。",
+                f"{year + rng.choice((-7, 3, 12))}年生まれです。",
+                f"{year}年に{other_city}で生まれました。",
+                f"大学では{other_field}を学びました。",
+                f"{n * 3 + 1}{counter}の{thing}を{verb}。",
+                "ノーベル賞を受賞しました。",
+                f"{other_city}に長く住んでいました。",
+            ))  # fmt: skip
+        kind = "supported" if label == "no" else "unsupported"
+        example = Example("hallucination", f"ja-prodrop/{kind}", label, claim, context)
+        if (claim, context) not in seen:
+            seen.add((claim, context))
+            out.append(example)
+    return out
+
+
 # Assistant-reply statements by template: the public toxicity sources are tweets and
 # machine-written statements about groups; a judge of assistant replies must also tell an
 # attack on the user (insult, mockery, brush-off, threat) from civil criticism, bad news, a
@@ -1169,7 +1222,7 @@ PILOT = {
 }  # fmt: skip
 
 # Sources (by prefix) that are ours, by template: trained on, never held out or measured.
-TRAIN_ONLY = {"synthetic-tox", "contrast/", "brush-off/", "counter-reply/"}
+TRAIN_ONLY = {"synthetic-tox", "contrast/", "brush-off/", "counter-reply/", "ja-prodrop/"}
 # Rows per source when a whole source is held out (`--hold-out`): every row of it is unseen.
 HELD_OUT_SOURCE = {
     "davidson": {"davidson/hate": 60, "davidson/offensive": 60, "davidson/neither": 120},
@@ -1203,6 +1256,9 @@ ADDED = {
     "brush-offs": {"toxicity": {"brush-off/dismissive": 100, "brush-off/civil": 100}},
     "q2": {"hallucination": {"q2/consistent": 60, "q2/inconsistent": 60}},
     "counter-replies": {"toxicity": {"counter-reply/argue": 60, "counter-reply/agree": 60}},
+    "ja-prodrop": {
+        "hallucination": {"ja-prodrop/supported": 50, "ja-prodrop/unsupported": 50}
+    },
 }  # fmt: skip
 
 
@@ -1368,6 +1424,8 @@ def collect(
         more += wice_pages(path("wice_dev"), count_tokens, random.Random(f"{SEED}:wice-pages"))
     if "dstc9" in added or "dstc9/" in held_out:
         more += dstc9_from(path)
+    if "ja-prodrop" in added:  # training only, from its own generator
+        more += japanese_prodrop(600, random.Random(f"{SEED}:ja-prodrop"))
     if "q2" in added or "q2/" in held_out:
         more += q2({name: path(f"q2_{name}") for name in Q2_FILES})
     if "summedits/" in held_out:  # the summaries, whole: measured only
