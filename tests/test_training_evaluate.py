@@ -233,3 +233,8 @@ def test_a_threshold_fitted_under_a_false_positive_cap_is_read_on_other_runs(tmp
     # the check run at the fitted cut: two of three flagged rows caught, no other flagged
     row = next(line for line in out.splitlines() if line.startswith("| check |"))
     assert "| 6 | 0.833 / 0.667 |" in row and "| 0 / 0 of 3 |" in row
+    # two folds: each source read at the threshold fitted on the other alone, against 0.5
+    assert thresholds.main([str(fit), str(check)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| conan | 6 |"))
+    assert "| 0.667 | 0.833 (0.175) | +0.167 [" in row and "| 1 / 0 of 3 |" in row

@@ -51,6 +51,20 @@ def agreement(rows: list[tuple[float, bool, str]], cut: float) -> Agreement:
     return Agreement.of(labels, [s >= cut for s in scores], scores)
 
 
+def difference(rows: list[tuple[float, bool, str]], cut: float) -> str:
+    """Balanced accuracy at `cut` minus at 0.5 on `rows`, with its 95% interval on the same
+    resampled rows ("-" without both labels)."""
+    scores, labels = [r[0] for r in rows], [r[1] for r in rows]
+    spread = intervals(
+        labels,
+        [("cut", scores, [s >= cut for s in scores]), ("0.5", scores, [s >= 0.5 for s in scores])],
+    )
+    if spread is None:
+        return "-"
+    d = spread.differences["0.5"].balanced_accuracy
+    return f"{d.value:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
+
+
 def check(path: Path, task: str, cut: float) -> None:
     """Each set of `task` in an evaluate.py output, read at `cut` against 0.5 (a table row)."""
     for entry in json.loads(path.read_text())["sets"]:
@@ -97,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         capped = "" if cap is None else f" (false positives capped at 0.5's, {cap:.3f})"
         print(f"\n{task}: threshold fitted on every held-out source{capped}: {cut:.4f}")
         print(
-            "| source | rows | BAcc at 0.5 | BAcc at a threshold fitted on the other folds (value) | AUROC |"
+            "| source | rows | BAcc at 0.5 | BAcc at a threshold fitted on the other folds (value) "
+            "| difference [95% interval] | others flagged: at it / at 0.5 | AUROC |"
         )
-        print("|---|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---|---|---:|")
         for n, rows in enumerate(per_fold):
             others = [row for m, rs in enumerate(per_fold) if m != n for row in rs]
             other_cap = agreement(others, 0.5).false_positive_rate if args.cap and others else None
@@ -114,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                 auroc = "-" if plain.auroc is None else f"{plain.auroc:.3f}"
                 print(
                     f"| {source} | {len(mine)} | {plain.balanced_accuracy:.3f} | "
-                    f"{fitted.balanced_accuracy:.3f} ({other_cut:.3f}) | {auroc} |"
+                    f"{fitted.balanced_accuracy:.3f} ({other_cut:.3f}) | "
+                    f"{difference(mine, other_cut)} | {fitted.confusion['fp']} / "
+                    f"{plain.confusion['fp']} of {sum(not r[1] for r in mine)} | {auroc} |"
                 )
         if args.check:
             print(
