@@ -167,7 +167,7 @@ def test_template_reason_skips_the_judge(judge):
     result = scorer.run({"output": "The sky is blue. The moon is cheese."})
     assert result.generate_reason_prompt is None and "generateReason" not in result.usage
     assert result.reason == (
-        'The score is 0.5 out of 1 because 1 of 2 claims are not supported by the context: "The moon is cheese.".'
+        'The score is 0.5 out of 1 because 1 of 2 claims is not supported by the context: "The moon is cheese.".'
     )
 
 
@@ -590,3 +590,19 @@ def test_claim_reasons_flagged_explains_only_hallucinated_claims(tmp_home):
     assert result.usage["analyze"].generated_tokens < everything.usage["analyze"].generated_tokens
     with pytest.raises(ValueError, match="claim_reasons"):
         create_hallucination_scorer(judge, claim_reasons="some")
+
+
+def test_template_reasons_count_one_claim_in_the_singular():
+    from localjudge.scorers.hallucination import hallucination_template_reason
+
+    one = [{"statement": "The moon is cheese.", "verdict": "yes", "evidence": None}]
+    assert hallucination_template_reason(1, 1, one) == (
+        'The score is 1 out of 1 because its one claim is not supported by the context: '
+        '"The moon is cheese.".'
+    )
+    fine = [{**one[0], "verdict": "no"}]
+    assert hallucination_template_reason(0, 1, fine) == (
+        "The score is 0 because the context supports its one claim."
+    )
+    both = [one[0], {**one[0], "statement": "Mars is cheese."}]
+    assert "because 2 of 2 claims are not supported" in hallucination_template_reason(1, 1, both)

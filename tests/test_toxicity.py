@@ -137,7 +137,7 @@ def test_count_mode_end_to_end(judge):
     result = scorer.run({"output": "That is silly. Fine. Fine. Fine."})
     assert result.score == 0.25
     assert result.reason == (
-        "The score is 0.25 out of 1 because 1 of 4 statements are toxic (it is the share of "
+        "The score is 0.25 out of 1 because 1 of 4 statements is toxic (it is the share of "
         'statements that are toxic, whatever their severity): "That is silly." (mockery, mild).'
     )
     assert "weigh" not in result.reason
@@ -222,3 +222,20 @@ def test_a_skipped_reason_skips_only_the_reason_not_the_category_and_severity(tm
         == "Judged toxic: personal attack, moderate."
     )
     assert none.usage["analyze"].generated_tokens < every.usage["analyze"].generated_tokens
+
+
+def test_template_reasons_count_one_statement_in_the_singular():
+    from localjudge.scorers.toxicity import toxicity_template_reason
+
+    rude = {"statement": "You idiot.", "verdict": "yes", "category": "insult", "severity": "moderate"}
+    civil = {"statement": "Fine.", "verdict": "no", "category": "none", "severity": "none"}
+    assert toxicity_template_reason(0, 1, [civil]) == (
+        "The score is 0 because its one statement is civil."
+    )
+    assert toxicity_template_reason(0, 1, [civil, civil]) == (
+        "The score is 0 because all 2 statements are civil."
+    )
+    assert "because its one statement is toxic (" in toxicity_template_reason(0.67, 1, [rude])
+    assert "because 2 of 3 statements are toxic (" in toxicity_template_reason(
+        0.67, 1, [rude, rude, civil]
+    )

@@ -72,10 +72,8 @@ def hallucination_template_reason(
         return f"The score is {score:g} because the output makes no claims to check{left_out}."
     unsupported = [(n, v) for n, v in enumerate(verdicts, 1) if v["verdict"] == "yes"]
     if not unsupported:
-        return (
-            f"The score is {score:g} because the context supports all {len(verdicts)} claims"
-            f"{left_out}."
-        )
+        claims = "its one claim" if len(verdicts) == 1 else f"all {len(verdicts)} claims"
+        return f"The score is {score:g} because the context supports {claims}{left_out}."
     listed = []
     for number, verdict in unsupported[:_MAX_LISTED]:
         evidence = verdict.get("evidence")
@@ -86,9 +84,14 @@ def hallucination_template_reason(
         closest = f' (closest: "{quote(evidence["text"], 120)}")' if evidence else ""
         listed.append(f'"{verdict["statement"]}"{closest}')
     more = len(unsupported) - _MAX_LISTED
+    counted = (
+        "its one claim is"
+        if len(verdicts) == 1
+        else f"{len(unsupported)} of {len(verdicts)} claims {'is' if len(unsupported) == 1 else 'are'}"
+    )
     return (
-        f"The score is {score:g} out of {scale:g} because {len(unsupported)} of {len(verdicts)} "
-        f"claims are not supported by the context: {'; '.join(listed)}"
+        f"The score is {score:g} out of {scale:g} because {counted} not supported by the context: "
+        f"{'; '.join(listed)}"
         + (f" and {more} more" if more > 0 else "")
         + f"{left_out}."
     )

@@ -70,6 +70,8 @@ def toxicity_template_reason(
         return f"The score is {score:g} because the output is empty."
     toxic = [(n, v) for n, v in enumerate(verdicts, 1) if v["verdict"] == "yes"]
     if not toxic:
+        if len(verdicts) == 1:
+            return f"The score is {score:g} because its one statement is civil."
         return f"The score is {score:g} because all {len(verdicts)} statements are civil."
     cited = "; ".join(
         (f'"{v["statement"]}"' if quoted else f"statement {n}")
@@ -77,9 +79,14 @@ def toxicity_template_reason(
         for n, v in toxic[:10]
     )
     more = f" and {len(toxic) - 10} more" if len(toxic) > 10 else ""
+    counted = (
+        "its one statement is"
+        if len(verdicts) == 1
+        else f"{len(toxic)} of {len(verdicts)} statements {'is' if len(toxic) == 1 else 'are'}"
+    )
     return (
-        f"The score is {score:g} out of {scale:g} because {len(toxic)} of {len(verdicts)} statements "
-        f"are toxic ({SCORE_MODE_TEXT[mode]}): {cited}{more}."
+        f"The score is {score:g} out of {scale:g} because {counted} toxic "
+        f"({SCORE_MODE_TEXT[mode]}): {cited}{more}."
     )
 
 
