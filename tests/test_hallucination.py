@@ -597,7 +597,7 @@ def test_template_reasons_count_one_claim_in_the_singular():
 
     one = [{"statement": "The moon is cheese.", "verdict": "yes", "evidence": None}]
     assert hallucination_template_reason(1, 1, one) == (
-        'The score is 1 out of 1 because its one claim is not supported by the context: '
+        "The score is 1 out of 1 because its one claim is not supported by the context: "
         '"The moon is cheese.".'
     )
     fine = [{**one[0], "verdict": "no"}]

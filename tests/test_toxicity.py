@@ -227,7 +227,12 @@ def test_a_skipped_reason_skips_only_the_reason_not_the_category_and_severity(tm
 def test_template_reasons_count_one_statement_in_the_singular():
     from localjudge.scorers.toxicity import toxicity_template_reason
 
-    rude = {"statement": "You idiot.", "verdict": "yes", "category": "insult", "severity": "moderate"}
+    rude = {
+        "statement": "You idiot.",
+        "verdict": "yes",
+        "category": "insult",
+        "severity": "moderate",
+    }
     civil = {"statement": "Fine.", "verdict": "no", "category": "none", "severity": "none"}
     assert toxicity_template_reason(0, 1, [civil]) == (
         "The score is 0 because its one statement is civil."

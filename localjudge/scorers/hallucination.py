@@ -91,9 +91,7 @@ def hallucination_template_reason(
     )
     return (
         f"The score is {score:g} out of {scale:g} because {counted} not supported by the context: "
-        f"{'; '.join(listed)}"
-        + (f" and {more} more" if more > 0 else "")
-        + f"{left_out}."
+        f"{'; '.join(listed)}" + (f" and {more} more" if more > 0 else "") + f"{left_out}."
     )
 
 
