@@ -70,21 +70,15 @@ def check(path: Path, task: str, cut: float) -> None:
     for entry in json.loads(path.read_text())["sets"]:
         if entry.get("way", "tuned") != "tuned" or entry["task"] != task:
             continue
-        scores, labels = entry["scores"], entry["labels"]
-        ways = [(f"at {cut:.4f}", scores, [s >= cut for s in scores])]
-        ways.append(("at 0.5", scores, [s >= 0.5 for s in scores]))
-        spread = intervals(labels, ways)
-        if spread is None:
+        rows = list(zip(entry["scores"], entry["labels"], [""] * len(entry["labels"]), strict=True))
+        spread = difference(rows, cut)
+        if spread == "-":
             continue
-        rows = list(zip(scores, labels, [""] * len(labels), strict=True))
         fitted, plain = agreement(rows, cut), agreement(rows, 0.5)
-        difference = spread.differences["at 0.5"].balanced_accuracy
-        others = len(labels) - sum(labels)
         print(
-            f"| {path.stem} | {entry['set']} | {len(labels)} | {fitted.balanced_accuracy:.3f} / "
-            f"{plain.balanced_accuracy:.3f} | {difference.value:+.3f} [{difference.low:+.3f}, "
-            f"{difference.high:+.3f}] | {fitted.confusion['fp']} / {plain.confusion['fp']} of "
-            f"{others} |"
+            f"| {path.stem} | {entry['set']} | {len(rows)} | {fitted.balanced_accuracy:.3f} / "
+            f"{plain.balanced_accuracy:.3f} | {spread} | {fitted.confusion['fp']} / "
+            f"{plain.confusion['fp']} of {sum(not r[1] for r in rows)} |"
         )
 
 
