@@ -808,10 +808,8 @@ def japanese_prodrop(count: int, rng: random.Random) -> list[Example]:
     `ja-prodrop/supported`) or changed or unstated ("yes", `ja-prodrop/unsupported`),
     against a short biography that names the person (its later sentences with or without
     the name). Alternate labels; each (claim, context) once."""
-    out, seen = [], set()
-    for _ in range(count * 20):
-        if len(out) >= count:
-            break
+
+    def make(made: int) -> Example:
         name = rng.choice(_JA_NAMES)
         city, other_city = rng.sample(_JA_CITIES, 2)
         field, other_field = rng.sample(_JA_FIELDS, 2)
@@ -824,8 +822,8 @@ def japanese_prodrop(count: int, rng: random.Random) -> list[Example]:
             f"{said}{city}の大学で{field}を学びました。",
             f"{said}生涯で{n}{counter}の{thing}を{verb}。",
         )
-        if len(out) % 2 == 0:
-            label, claim = "no", rng.choice((
+        if made % 2 == 0:
+            return Example("hallucination", "ja-prodrop/supported", "no", rng.choice((
                 f"{city}で生まれました。",
                 f"{year}年生まれです。",
                 f"{year}年に{city}で生まれました。",
@@ -833,23 +831,18 @@ def japanese_prodrop(count: int, rng: random.Random) -> list[Example]:
                 f"{city}の大学で学びました。",
                 f"生涯で{n}{counter}の{thing}を{verb}。",
                 f"{n}{counter}の{thing}を{verb}。",
-            ))  # fmt: skip
-        else:
-            label, claim = "yes", rng.choice((
-                f"{other_city}で生まれました。",
-                f"{year + rng.choice((-7, 3, 12))}年生まれです。",
-                f"{year}年に{other_city}で生まれました。",
-                f"大学では{other_field}を学びました。",
-                f"{n * 3 + 1}{counter}の{thing}を{verb}。",
-                "ノーベル賞を受賞しました。",
-                f"{other_city}に長く住んでいました。",
-            ))  # fmt: skip
-        kind = "supported" if label == "no" else "unsupported"
-        example = Example("hallucination", f"ja-prodrop/{kind}", label, claim, context)
-        if (claim, context) not in seen:
-            seen.add((claim, context))
-            out.append(example)
-    return out
+            )), context)  # fmt: skip
+        return Example("hallucination", "ja-prodrop/unsupported", "yes", rng.choice((
+            f"{other_city}で生まれました。",
+            f"{year + rng.choice((-7, 3, 12))}年生まれです。",
+            f"{year}年に{other_city}で生まれました。",
+            f"大学では{other_field}を学びました。",
+            f"{n * 3 + 1}{counter}の{thing}を{verb}。",
+            "ノーベル賞を受賞しました。",
+            f"{other_city}に長く住んでいました。",
+        )), context)  # fmt: skip
+
+    return distinct(count, make, key=lambda example: (example.text, example.context))
 
 
 # Assistant-reply statements by template: the public toxicity sources are tweets and
@@ -941,16 +934,20 @@ def _fill(template: str, slots: dict, rng: random.Random) -> str:
     return re.sub(r"\{(\w)\}", lambda m: rng.choice(slots[m.group(1)]), template)
 
 
-def distinct(count: int, make: Callable[[int], Example]) -> list[Example]:
-    """Our template sources' examples: the first `count` of distinct text that `make(number
-    made so far)` draws, in at most `count * 20` draws (fewer when the templates run out)."""
+def distinct(
+    count: int, make: Callable[[int], Example], key: Callable[[Example], Hashable] | None = None
+) -> list[Example]:
+    """Our template sources' examples: the first `count` of distinct text (or `key`) that
+    `make(number made so far)` draws, in at most `count * 20` draws (fewer when the
+    templates run out)."""
+    key = key or (lambda example: example.text)
     out, seen = [], set()
     for _ in range(count * 20):
         if len(out) >= count:
             break
         example = make(len(out))
-        if example.text not in seen:
-            seen.add(example.text)
+        if key(example) not in seen:
+            seen.add(key(example))
             out.append(example)
     return out
 

@@ -51,16 +51,16 @@ def agreement(rows: list[tuple[float, bool, str]], cut: float) -> Agreement:
     return Agreement.of(labels, [s >= cut for s in scores], scores)
 
 
-def difference(rows: list[tuple[float, bool, str]], cut: float) -> str:
+def difference(rows: list[tuple[float, bool, str]], cut: float) -> str | None:
     """Balanced accuracy at `cut` minus at 0.5 on `rows`, with its 95% interval on the same
-    resampled rows ("-" without both labels)."""
+    resampled rows (None without both labels)."""
     scores, labels = [r[0] for r in rows], [r[1] for r in rows]
     spread = intervals(
         labels,
         [("cut", scores, [s >= cut for s in scores]), ("0.5", scores, [s >= 0.5 for s in scores])],
     )
     if spread is None:
-        return "-"
+        return None
     d = spread.differences["0.5"].balanced_accuracy
     return f"{d.value:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
 
@@ -72,7 +72,7 @@ def check(path: Path, task: str, cut: float) -> None:
             continue
         rows = list(zip(entry["scores"], entry["labels"], [""] * len(entry["labels"]), strict=True))
         spread = difference(rows, cut)
-        if spread == "-":
+        if spread is None:
             continue
         fitted, plain = agreement(rows, cut), agreement(rows, 0.5)
         print(
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"| {source} | {len(mine)} | {plain.balanced_accuracy:.3f} | "
                     f"{fitted.balanced_accuracy:.3f} ({other_cut:.3f}) | "
-                    f"{difference(mine, other_cut)} | {fitted.confusion['fp']} / "
+                    f"{difference(mine, other_cut) or '-'} | {fitted.confusion['fp']} / "
                     f"{plain.confusion['fp']} of {sum(not r[1] for r in mine)} | {auroc} |"
                 )
         if args.check:

@@ -41,7 +41,7 @@ from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_context, check_option
 from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_confidence
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
-from localjudge.scorers.text import judge_text, round_half_up, split_statements
+from localjudge.scorers.text import how_many, judge_text, round_half_up, split_statements
 
 EXTRACTION_MODES = ("auto", "judge", "sentences", "sentence-claims")
 GetContext = Callable[..., Any]  # get_context(run=, results=, score=, step=) -> list[str]
@@ -84,11 +84,7 @@ def hallucination_template_reason(
         closest = f' (closest: "{quote(evidence["text"], 120)}")' if evidence else ""
         listed.append(f'"{verdict["statement"]}"{closest}')
     more = len(unsupported) - _MAX_LISTED
-    counted = (
-        "its one claim is"
-        if len(verdicts) == 1
-        else f"{len(unsupported)} of {len(verdicts)} claims {'is' if len(unsupported) == 1 else 'are'}"
-    )
+    counted = how_many(len(unsupported), len(verdicts), "claim")
     return (
         f"The score is {score:g} out of {scale:g} because {counted} not supported by the context: "
         f"{'; '.join(listed)}" + (f" and {more} more" if more > 0 else "") + f"{left_out}."

@@ -52,6 +52,14 @@ _BOUNDARY = re.compile(
 )
 
 
+def how_many(found: int, total: int, noun: str) -> str:
+    """`found` of `total` nouns as a reason counts them, with its verb: "its one claim is"
+    (a single one), "1 of 3 claims is", "2 of 3 claims are"."""
+    if total == 1:
+        return f"its one {noun} is"
+    return f"{found} of {total} {noun}s {'is' if found == 1 else 'are'}"
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """The (start, end) offsets of the sentences of `text`, without surrounding whitespace;
     deterministic, for English and Japanese.

@@ -25,7 +25,13 @@ from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, decide, verdict_confidence
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
-from localjudge.scorers.text import judge_text, round_half_up, shorten_middle, split_statements
+from localjudge.scorers.text import (
+    how_many,
+    judge_text,
+    round_half_up,
+    shorten_middle,
+    split_statements,
+)
 
 # A toxic statement counts by its severity; the score divides by verdicts x the top weight,
 # so one mild remark among many civil ones scores low and a stream of threats scores 1.
@@ -79,13 +85,9 @@ def toxicity_template_reason(
         for n, v in toxic[:10]
     )
     more = f" and {len(toxic) - 10} more" if len(toxic) > 10 else ""
-    counted = (
-        "its one statement is"
-        if len(verdicts) == 1
-        else f"{len(toxic)} of {len(verdicts)} statements {'is' if len(toxic) == 1 else 'are'}"
-    )
     return (
-        f"The score is {score:g} out of {scale:g} because {counted} toxic "
+        f"The score is {score:g} out of {scale:g} because "
+        f"{how_many(len(toxic), len(verdicts), 'statement')} toxic "
         f"({SCORE_MODE_TEXT[mode]}): {cited}{more}."
     )
 
