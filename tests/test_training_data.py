@@ -629,6 +629,52 @@ def test_summaries_are_judged_against_their_whole_document_by_people_s_label(mak
         make_data.summedits(paths)
 
 
+def test_news_summaries_come_in_pairs_a_reference_and_one_of_its_edits(make_data, tmp_path):
+    article = "Ann Lee, 52, won the race in Leeds on Sunday. She thanked her coach."
+    other = "The museum opened in 1901. It holds 300 paintings."
+    ref = "Ann Lee won the race in Leeds . She thanked her coach ."
+    task1 = [
+        {"id": 0, "article_id": 7, "article": article, "reference_summary": ref,
+         "edited_summary": "Ann Lee won the race in York . She thanked her coach .",
+         "error_type": "Extrinsic Entity Error", "corrected_error_type": "Extrinsic Entity Error"},
+        {"id": 1, "article_id": 7, "article": article, "reference_summary": ref,
+         "edited_summary": "Ann Lee lost the race in Leeds . She thanked her coach .",
+         "error_type": "Extrinsic Entity Error", "corrected_error_type": "Intrinsic Predicate Error"},
+    ]
+    task2 = [
+        {"id": 0, "article_id": 7, "article": article, "reference_summary": ref,
+         "edited_summary": "Ann Lee won the race in Leeds . He thanked her coach .",
+         "error_type": "Coreference"},
+        {"id": 1, "article_id": 9, "article": other,
+         "reference_summary": "The museum opened in 1901 .",
+         "edited_summary": "The museum opened in 1910 .", "error_type": "Extrinsic Circumstance"},
+    ]  # fmt: skip
+    paths = {"task1": tmp_path / "task1.json", "task2": tmp_path / "task2.json"}
+    paths["task1"].write_text(json.dumps(task1))
+    paths["task2"].write_text(json.dumps(task2))
+    examples = make_data.bump(paths)
+    assert [(e.source, e.label, e.context, e.document) for e in examples[::2]] == [
+        ("bump/reference", "no", (article,), article),
+        ("bump/reference", "no", (other,), other),
+    ]  # one reference per article, though two tasks hold it
+    assert examples[0].text == "Ann Lee won the race in Leeds. She thanked her coach."
+    edits = {
+        ("bump/edited/extrinsic-entity", "Ann Lee won the race in York. She thanked her coach."),
+        ("bump/edited/intrinsic-predicate", "Ann Lee lost the race in Leeds. She thanked her coach."),
+        ("bump/edited/coreference", "Ann Lee won the race in Leeds. He thanked her coach."),
+    }  # the corrected kind where task 1 gives one
+    assert (examples[1].source, examples[1].text) in edits and examples[1].label == "yes"
+    assert examples[1].document == article
+    assert (examples[3].source, examples[3].text, examples[3].label) == (
+        "bump/edited/extrinsic-circumstance", "The museum opened in 1910.", "yes"
+    )
+    assert examples == make_data.bump(paths)  # the edit drawn is the same every time
+    task2[1]["error_type"] = ""
+    paths["task2"].write_text(json.dumps(task2))
+    with pytest.raises(make_data.SourceError, match="record 1 has no error type"):
+        make_data.bump(paths)
+
+
 def test_summary_sentences_are_trained_against_the_window_bm25_picks(make_data, tmp_path):
     first = "Dear Ann, I am Sam from Acme. Acme sells solar panels for farms across Ohio."
     second = "Our panels cut power bills in half. The basic plan costs 90 dollars a month."
@@ -1175,3 +1221,36 @@ def test_coordinated_predicates_are_split_only_as_the_rule_set_before_says(sente
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.split_predicates(sentence) == (parts or [sentence])
+
+
+def test_minimal_pairs_are_read_per_document_with_ties_counted_half(tmp_path, capsys):
+    pairs = load_script("pairs")
+    article, other = "Ann won the race in Leeds.", "The museum opened in 1901."
+    rows = [
+        {"context": [article], "claim": "Ann won in Leeds.", "label": False, "group": "ref"},
+        {"context": [other], "claim": "It opened in 1910.", "label": True, "group": "edit"},
+        {"context": [other], "claim": "It opened in 1901.", "label": False, "group": "ref"},
+        {"context": [article], "claim": "Ann won in York.", "label": True, "group": "edit"},
+    ]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held-out-sources_hallucination.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )
+    labels = [r["label"] for r in rows]
+    run = tmp_path / "run.json"
+    saved = {"task": "hallucination", "set": "held-out sources", "statements": True,
+             "labels": labels, "scores": [0.2, 0.6, 0.6, 0.9]}  # fmt: skip
+    run.write_text(json.dumps({"sets": [saved]}))
+    found = pairs.pairs_of([tuple(r["context"]) for r in rows], labels)
+    assert found == [(0, 3), (2, 1)]
+    assert pairs.ordered(saved["scores"], found).tolist() == [1.0, 0.5]  # a tie counts half
+    assert pairs.main([str(run), "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "2 pairs" in out and "| judge, P(yes) | 0.750 [" in out
+    assert "| judge, verdicts at 0.5 | 0.750 [" in out  # 0.6 and 0.6 are both yes: a tie
+    with pytest.raises(pairs.PairError, match="2 faithful and 0 unfaithful"):
+        pairs.pairs_of([("a",), ("a",)], [False, False])
+    saved["labels"] = labels[::-1]
+    run.write_text(json.dumps({"sets": [saved]}))
+    assert pairs.main([str(run), "--data", str(data)]) == 2  # not the rows it judged

@@ -108,6 +108,16 @@ Q2 = "orhonovich+q-squared"
 Q2_FILES = ("dodeca_consistent", "dodeca_inconsistent", "memnet_consistent", "memnet_inconsistent")
 for _name in Q2_FILES:
     FILES[f"q2_{_name}"] = (Q2, f"third_party/data/{_name}.csv")
+# BUMP (Ma et al. 2023): CNN/DailyMail test articles, each with its reference summary and
+# edits of it that annotators made unfaithful by one small change (an entity, a predicate, a
+# time or place, a pronoun), in two tasks that share 95 articles. MIT (the repository);
+# the articles are CNN's and the Daily Mail's, under their own terms. Measured only
+# (`--hold-out bump`), never trained on: news summaries against whole articles, the kind of
+# data of issue 34's first target, from a benchmark that is not among its yardstick sets.
+BUMP = "dataminr-ai+BUMP"
+BUMP_TASKS = ("task1", "task2")
+for _task in BUMP_TASKS:
+    FILES[f"bump_{_task}"] = (BUMP, f"data/{_task}_dataset.json")
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
     "mental_disability", "mexican", "middle_east", "muslim", "native_american",
@@ -435,6 +445,36 @@ def summedits(paths: dict[str, Path]) -> list[Example]:
             kind = "consistent" if label == "no" else "inconsistent"
             source = f"summedits/{kind}/{domains[text, doc]}"
             out.append(Example("hallucination", source, label, text, (doc,), document=doc))
+    return out
+
+
+def bump(paths: dict[str, Path]) -> list[Example]:
+    """BUMP's minimal pairs: each article's reference summary ("no", `bump/reference`) and one
+    of its unfaithful edits drawn at random from both tasks ("yes", `bump/edited/<kind>`, the
+    error kind as corrected in task 1, else as given), each against its whole article. The
+    summaries' tokenized spacing (" ." and " 's") is undone, the same way for both sides.
+    BUMP takes the reference as the faithful side of each pair; that label is its own."""
+    edits: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for task, path in paths.items():
+        for record in json.loads(path.read_text(encoding="utf-8")):
+            kind = record.get("corrected_error_type") or record.get("error_type")
+            if not kind:
+                raise SourceError(f"{path}: record {record.get('id')} has no error type")
+            kind = re.sub(r" error$", "", kind.strip().lower()).replace(" ", "-")
+            pair = (record["article"].strip(), detokenize(record["reference_summary"]))
+            edits.setdefault(pair, []).append((kind, detokenize(record["edited_summary"])))
+    rng = random.Random(f"{SEED}:bump")
+    out = []
+    for (article, reference), found in edits.items():
+        found = sorted(set(found))
+        found = [(kind, text) for kind, text in found if text != reference]
+        if not found:
+            continue
+        kind, edited = rng.choice(found)
+        out.append(Example("hallucination", "bump/reference", "no", reference, (article,),
+                           document=article))  # fmt: skip
+        out.append(Example("hallucination", f"bump/edited/{kind}", "yes", edited, (article,),
+                           document=article))  # fmt: skip
     return out
 
 
@@ -1236,6 +1276,7 @@ HELD_OUT_SOURCE = {
     "ucc": {"ucc/subtle": 100, "ucc/hostile": 100, "ucc/healthy": 200},
     "conan": {"conan/hate": 300, "conan/counter": 300},
     "q2": {"q2/consistent": 250, "q2/inconsistent": 250},
+    "bump": {"bump/reference": 198, "bump/edited/": 198},  # every pair (198 articles)
 }  # fmt: skip
 # Sources added after the leave-one-source-out runs: read and trained on only when named in
 # `--add` (or held out), each drawn from its own generator, so that a recipe without them
@@ -1425,6 +1466,8 @@ def collect(
         more += japanese_prodrop(600, random.Random(f"{SEED}:ja-prodrop"))
     if "q2" in added or "q2/" in held_out:
         more += q2({name: path(f"q2_{name}") for name in Q2_FILES})
+    if "bump/" in held_out:  # measured only
+        more += bump({task: path(f"bump_{task}") for task in BUMP_TASKS})
     if "summedits/" in held_out:  # the summaries, whole: measured only
         more += summedits({d: path(f"summedits_{d}") for d in SUMMEDITS_DOMAINS})
     if "summedits-sales" in added:  # under summedits/: left out when SummEdits is held out
@@ -1521,7 +1564,9 @@ class Tokens:
 
 # Held-out sources added after the first folds: drawn after the others, so that holding one
 # out beside them leaves the others' rows as they were (one generator serves every draw).
-LATE_HELD_OUT = ("stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc", "q2", "conan")
+LATE_HELD_OUT = (
+    "stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc", "q2", "conan", "bump",
+)  # fmt: skip
 
 
 def draw_held_out(pools: dict[str, list[Example]], names: list[str]) -> dict[str, list[Example]]:

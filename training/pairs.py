@@ -1,0 +1,103 @@
+"""Minimal pairs, read as BUMP reads a faithfulness metric: in how many pairs (a summary and
+an unfaithful edit of it, each against the same document) the judge gives the edit the
+higher P(yes), ties counted half, from the per-row scores evaluate.py saves and the data
+folder it judged (make_data.py's held-out sources, where each document comes with one "no"
+row and one "yes" row). 0.5 is chance; the 95% interval is a bootstrap over pairs (1000
+resamples, seed 0). Beside it, the task's word rules in the run's shape, and the share of
+pairs where the judge's verdicts at 0.5 tell the two apart the right way round.
+
+    .venv/bin/python training/pairs.py training/results/bump/quality-merged-bump.json \
+        --data training/data-bump
+
+Runs in localjudge's own virtual environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from localjudge.quality.labelled import baselines
+from localjudge.quality.rows import read_rows
+
+SET = "held-out sources"
+RESAMPLES, SEED = 1000, 0
+
+
+class PairError(Exception):
+    pass
+
+
+def pairs_of(contexts: list[tuple[str, ...]], labels: list[bool]) -> list[tuple[int, int]]:
+    """(faithful row, unfaithful row) per context; every context must hold exactly one of each."""
+    found: dict[tuple[str, ...], dict[bool, list[int]]] = {}
+    for i, (context, label) in enumerate(zip(contexts, labels, strict=True)):
+        found.setdefault(context, {False: [], True: []})[label].append(i)
+    out = []
+    for sides in found.values():
+        if len(sides[False]) != 1 or len(sides[True]) != 1:
+            raise PairError(
+                f"a document with {len(sides[False])} faithful and {len(sides[True])} "
+                "unfaithful rows: pairs need one of each"
+            )
+        out.append((sides[False][0], sides[True][0]))
+    return out
+
+
+def ordered(scores: list[float], pairs: list[tuple[int, int]]) -> np.ndarray:
+    """Per pair: 1 when the unfaithful row scores higher, 0.5 on a tie, 0 otherwise."""
+    values = np.asarray(scores, dtype=float)
+    faithful, unfaithful = (values[[p[k] for p in pairs]] for k in (0, 1))
+    return (unfaithful > faithful) + 0.5 * (unfaithful == faithful)
+
+
+def share(per_pair: np.ndarray) -> tuple[float, float, float]:
+    """The mean with its 95% bootstrap interval over pairs."""
+    rng = np.random.default_rng(SEED)
+    means = per_pair[rng.integers(0, per_pair.size, (RESAMPLES, per_pair.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(per_pair.mean()), float(low), float(high)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="an evaluate.py output")
+    parser.add_argument("--data", type=Path, required=True, help="the folder it judged")
+    parser.add_argument("--task", default="hallucination")
+    args = parser.parse_args(argv)
+    rows, bad = read_rows(args.data / f"held-out-sources_{args.task}.jsonl", args.task)
+    if bad:
+        print(f"pairs: {len(bad)} unreadable rows in {args.data}", file=sys.stderr)
+        return 2
+    entries = [
+        e
+        for e in json.loads(args.run.read_text())["sets"]
+        if e["task"] == args.task and e["set"] == SET and e.get("way", "tuned") == "tuned"
+    ]
+    if len(entries) != 1 or entries[0]["labels"] != [r.label for r in rows]:
+        print(f"pairs: {args.run} holds no {SET!r} set with these rows", file=sys.stderr)
+        return 2
+    entry = entries[0]
+    try:
+        pairs = pairs_of([tuple(r.context) for r in rows], [r.label for r in rows])
+    except PairError as exc:
+        print(f"pairs: {exc}", file=sys.stderr)
+        return 2
+    ways = [("judge, P(yes)", entry["scores"])]
+    ways.append(("judge, verdicts at 0.5", [float(s >= 0.5) for s in entry["scores"]]))
+    shape = entry.get("statements", False)
+    ways += [(w.name, w.scores) for w in baselines(args.task, rows, statements=shape)[1:]]
+    print(f"{len(pairs)} pairs; the unfaithful side above the faithful one (ties half):")
+    print("| way | share [95%] |\n|---|---:|")
+    for name, scores in ways:
+        value, low, high = share(ordered(scores, pairs))
+        print(f"| {name} | {value:.3f} [{low:.3f}, {high:.3f}] |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
