@@ -407,3 +407,29 @@ def test_statements_through_the_real_model(tmp_path):
         row = STATEMENT_ROWS[worst["row"] - 1]
         quoted = worst["reason"].split('"')[1]
         assert worst["reason"].startswith("statement ") and quoted in row["claim"]
+
+
+def test_quality_judges_each_claim_against_the_windows_asked_for(tmp_home):
+    from localjudge.quality.labelled import Row, judge_rows
+    from localjudge.scorers.evidence import MAX_WINDOWS
+
+    facts = [f"Station {n} recorded {n + 3} frost days in year {2000 + n}." for n in range(80)]
+    row = Row(number=1, text="Station 3 recorded 99 frost days on the moon.", label=True,
+              context=(" ".join(facts),))  # fmt: skip
+    with FakeJudge(n_ctx=2400, slots=8, extracts_claims=False) as judge:
+        judge.window_tokens = 50
+        asked = []
+        generate_many = judge.generate_many
+
+        def counted(requests):
+            asked.append(len(requests))
+            return generate_many(requests)
+
+        judge.generate_many = counted
+        found = {}
+        for windows in (None, 1, 8, "all"):
+            (verdict,) = judge_rows(judge, [row], "hallucination", reasons=False, windows=windows)
+            found[windows] = (asked.pop(), verdict.p_yes >= 0.5)
+    # no window supports the claim, so each one asked for is judged: the default 4, k, or
+    # every window up to the cap
+    assert found == {None: (4, True), 1: (1, True), 8: (8, True), "all": (MAX_WINDOWS, True)}

@@ -30,6 +30,15 @@ SHIP_MARGIN = {"toxicity": 0.05, "hallucination": 0.0}  # over the best trivial 
 WINDOW_TOKENS = 96  # the evidence windows the tuned judge ships with (registry)
 
 
+def windows_option(value: str) -> int | str:
+    """`--windows`: a positive k, or "all"."""
+    if value == "all":
+        return value
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise argparse.ArgumentTypeError(f'{value!r}: a positive number of windows, or "all"')
+
+
 def sets(data: Path, dev: bool = True) -> list[tuple[str, str, list]]:
     """(task, set name, rows): whole sources held out from training (when the data was
     made with --hold-out), our held-out split of the trained sources, the built-in dev
@@ -72,6 +81,19 @@ def main(argv: list[str] | None = None) -> int:
         help="judge each text statement by statement, as the scorers judge an output "
         "(flagged when any statement is; the baselines in the same shape)",
     )
+    parser.add_argument(
+        "--window-tokens",
+        type=int,
+        default=WINDOW_TOKENS,
+        help=f"evidence windows' size in tokens (default {WINDOW_TOKENS}, the shipped judge's)",
+    )
+    parser.add_argument(
+        "--windows",
+        type=windows_option,
+        default=None,
+        help='windows judged per claim: k best by BM25, or "all" (at most 32; default 4, the '
+        "scorers' default)",
+    )
     args = parser.parse_args(argv)
     if args.adapter is None and not args.no_base:
         parser.error("without --adapter, --model is the judge measured: give --no-base")
@@ -83,17 +105,20 @@ def main(argv: list[str] | None = None) -> int:
         "model": args.model,
         "adapter": None if args.adapter is None else str(args.adapter),
         "statements": args.statements,
+        "window_tokens": args.window_tokens,
+        "windows": args.windows,
         "sets": [],
     }
     ways = (("base", None), ("tuned", args.adapter))[1 if args.no_base else 0 :]
     for way, adapter in ways:
         started = time.perf_counter()
         with Judge.load(args.model, adapter=adapter, adapter_scale=scale) as judge:
-            judge.window_tokens = WINDOW_TOKENS  # long contexts judged in evidence windows
+            judge.window_tokens = args.window_tokens  # long contexts judged in evidence windows
             for task, name, rows in sets(args.data, dev=not args.no_dev):
                 report = measure(
-                    judge, rows, task, source=name, reasons=False, statements=args.statements
-                )
+                    judge, rows, task, source=name, reasons=False, statements=args.statements,
+                    windows=args.windows,
+                )  # fmt: skip
                 parts = by_source(report) if name == "held-out sources" else {}
                 for set_name, part in [(name, report), *parts.items()]:
                     entry = entry_of(way, set_name, part)

@@ -132,6 +132,7 @@ def judge_rows(
     progress: Callable[[int], None] | None = None,
     reasons: bool = True,
     statements: bool = False,
+    windows=None,
 ) -> list[Verdict]:
     """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
     batches them); `progress(n)` after each chunk. A row judged in evidence windows takes
@@ -143,7 +144,8 @@ def judge_rows(
     flagged, P(flagged) 0, as a scorer scores an output without claims. Reasons are the
     judge's own words where its free text can be trusted, else built from the verdict and
     its evidence, as the scorers build them; `reasons=False` stops each reply after its
-    verdict (P(flagged) is the same; the reason is a placeholder), which is much faster."""
+    verdict (P(flagged) is the same; the reason is a placeholder), which is much faster.
+    `windows`: the scorer's option (k, "all" or "off"; default its top-k)."""
     task = as_task(task)
     written = reasons and judge.writes_reasons
     reasons_for = None if written else frozenset()
@@ -151,12 +153,13 @@ def judge_rows(
     for start in range(0, len(rows), chunk):
         part = rows[start : start + chunk]
         texts = [statements_of(row.text, task) if statements else [row.text] for row in part]
-        owners, windows, requests = [], [], []
+        owners, judged_in, requests = [], [], []
         for n, row in enumerate(part):
             for m, text in enumerate(texts[n]):
-                for parts, window in prompts_of(judge, replace(row, text=text), task):
+                each = prompts_of(judge, replace(row, text=text), task, windows=windows)
+                for parts, window in each:
                     owners.append((n, m))
-                    windows.append(window)
+                    judged_in.append(window)
                     requests.append(
                         judge.prompt_request(
                             parts, task.schema, VERDICT_TOKENS, reasons_for=reasons_for
@@ -164,7 +167,7 @@ def judge_rows(
                     )
         outcomes: list[list[list]] = [[[] for _ in mine] for mine in texts]
         for (n, m), window, outcome in zip(
-            owners, windows, judge.generate_many(requests), strict=True
+            owners, judged_in, judge.generate_many(requests), strict=True
         ):
             outcomes[n][m].append((outcome, window))
         for mine, said in zip(outcomes, texts, strict=True):
@@ -451,16 +454,19 @@ def measure(
     reasons: bool = True,
     resamples: int = RESAMPLES,
     statements: bool = False,
+    windows=None,
 ) -> QualityReport:
     """Judge every row and compare with the labels and the baselines on the same rows
     (with `resamples` bootstrap resamples behind the intervals; 0 for none). With
     `statements`, each text is judged statement by statement, as the hallucination scorer
-    judges an output, and the baselines in the same shape (`judge_rows`, `baselines`)."""
+    judges an output, and the baselines in the same shape (`judge_rows`, `baselines`).
+    `windows`: as the scorer's option (default its top-k)."""
     task = as_task(task)
     started = time.perf_counter()
     verdicts = judge_rows(
-        judge, rows, task, progress=progress, reasons=reasons, statements=statements
-    )
+        judge, rows, task, progress=progress, reasons=reasons, statements=statements,
+        windows=windows,
+    )  # fmt: skip
     seconds = time.perf_counter() - started
     answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
     failed = [(r, v.error or "") for r, v in zip(rows, verdicts, strict=True) if v.p_yes is None]
