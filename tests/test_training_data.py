@@ -634,12 +634,24 @@ def test_news_summaries_come_in_pairs_a_reference_and_one_of_its_edits(make_data
     other = "The museum opened in 1901. It holds 300 paintings."
     ref = "Ann Lee won the race in Leeds . She thanked her coach ."
     task1 = [
-        {"id": 0, "article_id": 7, "article": article, "reference_summary": ref,
-         "edited_summary": "Ann Lee won the race in York . She thanked her coach .",
-         "error_type": "Extrinsic Entity Error", "corrected_error_type": "Extrinsic Entity Error"},
-        {"id": 1, "article_id": 7, "article": article, "reference_summary": ref,
-         "edited_summary": "Ann Lee lost the race in Leeds . She thanked her coach .",
-         "error_type": "Extrinsic Entity Error", "corrected_error_type": "Intrinsic Predicate Error"},
+        {
+            "id": 0,
+            "article_id": 7,
+            "article": article,
+            "reference_summary": ref,
+            "edited_summary": "Ann Lee won the race in York . She thanked her coach .",
+            "error_type": "Extrinsic Entity Error",
+            "corrected_error_type": "Extrinsic Entity Error",
+        },
+        {
+            "id": 1,
+            "article_id": 7,
+            "article": article,
+            "reference_summary": ref,
+            "edited_summary": "Ann Lee lost the race in Leeds . She thanked her coach .",
+            "error_type": "Extrinsic Entity Error",
+            "corrected_error_type": "Intrinsic Predicate Error",
+        },
     ]
     task2 = [
         {"id": 0, "article_id": 7, "article": article, "reference_summary": ref,
@@ -660,13 +672,18 @@ def test_news_summaries_come_in_pairs_a_reference_and_one_of_its_edits(make_data
     assert examples[0].text == "Ann Lee won the race in Leeds. She thanked her coach."
     edits = {
         ("bump/edited/extrinsic-entity", "Ann Lee won the race in York. She thanked her coach."),
-        ("bump/edited/intrinsic-predicate", "Ann Lee lost the race in Leeds. She thanked her coach."),
+        (
+            "bump/edited/intrinsic-predicate",
+            "Ann Lee lost the race in Leeds. She thanked her coach.",
+        ),
         ("bump/edited/coreference", "Ann Lee won the race in Leeds. He thanked her coach."),
     }  # the corrected kind where task 1 gives one
     assert (examples[1].source, examples[1].text) in edits and examples[1].label == "yes"
     assert examples[1].document == article
     assert (examples[3].source, examples[3].text, examples[3].label) == (
-        "bump/edited/extrinsic-circumstance", "The museum opened in 1910.", "yes"
+        "bump/edited/extrinsic-circumstance",
+        "The museum opened in 1910.",
+        "yes",
     )
     assert examples == make_data.bump(paths)  # the edit drawn is the same every time
     task2[1]["error_type"] = ""

@@ -455,7 +455,7 @@ def bump(paths: dict[str, Path]) -> list[Example]:
     summaries' tokenized spacing (" ." and " 's") is undone, the same way for both sides.
     BUMP takes the reference as the faithful side of each pair; that label is its own."""
     edits: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for task, path in paths.items():
+    for path in paths.values():
         for record in json.loads(path.read_text(encoding="utf-8")):
             kind = record.get("corrected_error_type") or record.get("error_type")
             if not kind:
