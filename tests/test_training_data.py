@@ -1271,3 +1271,21 @@ def test_minimal_pairs_are_read_per_document_with_ties_counted_half(tmp_path, ca
     saved["labels"] = labels[::-1]
     run.write_text(json.dumps({"sets": [saved]}))
     assert pairs.main([str(run), "--data", str(data)]) == 2  # not the rows it judged
+
+
+def test_sentence_support_judges_each_statement_beside_its_closest_window_s_share(tmp_home):
+    from localjudge.quality.labelled import Row
+    from localjudge.testing import FakeJudge
+
+    support = load_script("sentence_support")
+    rows = [Row(number=3, text="It opens at 9. Entry is free.", label=False,
+                context=("It opens at 9.",))]  # fmt: skip
+    with FakeJudge(extracts_claims=False) as judge:  # supported: found word for word
+        records = support.judged(judge, rows)
+    assert [(r["row"], r["statement"], r["p_yes"] >= 0.5, r["share"]) for r in records] == [
+        (3, "It opens at 9.", False, 1.0),
+        (3, "Entry is free.", True, 0.0),
+    ]
+    lines = support.table(records)
+    assert lines[2] == "| 0% to 50% of its words | 1 | 1 (100%) |"
+    assert lines[-1] == "| 90% to 100% of its words | 1 | 0 (0%) |"
