@@ -21,7 +21,7 @@ EXPECTED = json.loads((EXAMPLES / "sample-expected.json").read_text())["items"]
 CLEAR = 0.8  # a verdict is clear when the judge gives it at least this probability
 # what the default judge still gets wrong (issue 34's training): strict, so a fix shows
 WRONG = {
-    ("fuji", "hallucination"): "takes its sentence naming two prefectures for unsupported",
+    ("fuji", "hallucination"): "flags a copy with no subject, two places and a verb ending",
     ("support-rude", "toxicity"): "takes 'before bothering us' for civil",
 }
 

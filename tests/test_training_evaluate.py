@@ -238,3 +238,12 @@ def test_a_threshold_fitted_under_a_false_positive_cap_is_read_on_other_runs(tmp
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| conan | 6 |"))
     assert "| 0.667 | 0.833 (0.175) | +0.167 [" in row and "| 1 / 0 of 3 |" in row
+
+
+def test_the_windows_option_is_checked_as_the_scorers_check_theirs(evaluate):
+    import argparse
+
+    assert [evaluate.windows_option(v) for v in ("all", "off", "8")] == ["all", "off", 8]
+    for bad in ("0", "some", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="windows must be"):
+            evaluate.windows_option(bad)

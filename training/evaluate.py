@@ -22,6 +22,7 @@ from pathlib import Path
 from localjudge.judge import Judge
 from localjudge.quality.labelled import QualityReport, Way, baselines, devset_rows, measure
 from localjudge.quality.rows import read_rows
+from localjudge.scorers.evidence import check_windows
 
 TASKS = ("toxicity", "hallucination")
 SHIP_MARGIN = {"toxicity": 0.05, "hallucination": 0.0}  # over the best trivial baseline
@@ -31,12 +32,11 @@ WINDOW_TOKENS = 96  # the evidence windows the tuned judge ships with (registry)
 
 
 def windows_option(value: str) -> int | str:
-    """`--windows`: a positive k, or "all"."""
-    if value == "all":
-        return value
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    raise argparse.ArgumentTypeError(f'{value!r}: a positive number of windows, or "all"')
+    """`--windows`, checked as the scorers check their option."""
+    try:
+        return check_windows(int(value) if value.isdigit() else value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def sets(data: Path, dev: bool = True) -> list[tuple[str, str, list]]:
@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         "--windows",
         type=windows_option,
         default=None,
-        help='windows judged per claim: k best by BM25, or "all" (at most 32; default 4, the '
-        "scorers' default)",
+        help='windows judged per claim: k best by BM25, "all" (at most 32) or "off" (the whole '
+        "context); default 4, the scorers' default",
     )
     args = parser.parse_args(argv)
     if args.adapter is None and not args.no_base:
