@@ -1283,8 +1283,8 @@ def test_sentence_support_judges_each_statement_beside_its_closest_window_s_shar
     with FakeJudge(extracts_claims=False) as judge:  # supported: found word for word
         records = support.judged(judge, rows)
     assert [(r["row"], r["statement"], r["p_yes"] >= 0.5, r["share"]) for r in records] == [
-        (3, "It opens at 9.", False, 1.0),
-        (3, "Entry is free.", True, 0.0),
+        (3, 1, False, 1.0),  # "It opens at 9."
+        (3, 2, True, 0.0),  # "Entry is free."
     ]
     lines = support.table(records)
     assert lines[2] == "| 0% to 50% of its words | 1 | 1 (100%) |"

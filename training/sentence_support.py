@@ -3,7 +3,9 @@
 closest of those windows holds (the share of its words, numbers and CJK bigrams in the
 window, as the word-overlap baseline counts them): whether what a judge flags are sentences
 that copy their document or sentences that sum it up. A table of statements and the share
-flagged at 0.5 by that overlap, and with `--out` one JSON line per statement.
+flagged at 0.5 by that overlap, and with `--out` one JSON line per statement: its row's
+number, its place among the row's statements (1-based, as `statements_of` cuts them), P(yes)
+and the share; no text, so that a source whose texts may not be passed on stays uncommitted.
 
     .venv/bin/python training/sentence_support.py \
         --data training/data-bump-only/held-out-sources_hallucination.jsonl --label no \
@@ -41,22 +43,22 @@ def closest_share(judge, context, statement: str) -> float | None:
 
 
 def judged(judge, rows) -> list[dict]:
-    """One record per statement of every row: its row's number, the statement, P(yes) and
-    the closest window's share of its words."""
+    """One record per statement of every row: its row's number, its place among the row's
+    statements (1-based), P(yes) and the closest window's share of its words."""
     owners, statements = [], []
     for row in rows:
-        for text in statements_of(row.text, TASK):
-            owners.append(row)
+        for place, text in enumerate(statements_of(row.text, TASK), 1):
+            owners.append((row, place))
             statements.append(replace(row, text=text))
     verdicts = judge_rows(judge, statements, TASK, reasons=False)
     return [
         {
             "row": row.number,
-            "statement": statement.text,
+            "statement": place,
             "p_yes": verdict.p_yes,
             "share": closest_share(judge, row.context, statement.text),
         }
-        for row, statement, verdict in zip(owners, statements, verdicts, strict=True)
+        for (row, place), statement, verdict in zip(owners, statements, verdicts, strict=True)
     ]
 
 
