@@ -466,8 +466,7 @@ def bump(paths: dict[str, Path]) -> list[Example]:
     rng = random.Random(f"{SEED}:bump")
     out = []
     for (article, reference), found in edits.items():
-        found = sorted(set(found))
-        found = [(kind, text) for kind, text in found if text != reference]
+        found = sorted({(kind, text) for kind, text in found if text != reference})
         if not found:
             continue
         kind, edited = rng.choice(found)
@@ -986,8 +985,8 @@ def distinct(
         if len(out) >= count:
             break
         example = make(len(out))
-        if key(example) not in seen:
-            seen.add(key(example))
+        if (found := key(example)) not in seen:
+            seen.add(found)
             out.append(example)
     return out
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from localjudge.quality.intervals import RESAMPLES, SEED, Interval, interval
 from localjudge.quality.labelled import baselines
 from localjudge.quality.rows import read_rows
 
 SET = "held-out sources"
-RESAMPLES, SEED = 1000, 0
 
 
 class PairError(Exception):
@@ -55,12 +55,11 @@ def ordered(scores: list[float], pairs: list[tuple[int, int]]) -> np.ndarray:
     return (unfaithful > faithful) + 0.5 * (unfaithful == faithful)
 
 
-def share(per_pair: np.ndarray) -> tuple[float, float, float]:
+def share(per_pair: np.ndarray) -> Interval:
     """The mean with its 95% bootstrap interval over pairs."""
     rng = np.random.default_rng(SEED)
     means = per_pair[rng.integers(0, per_pair.size, (RESAMPLES, per_pair.size))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(per_pair.mean()), float(low), float(high)
+    return interval(per_pair.mean(), means)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(pairs)} pairs; the unfaithful side above the faithful one (ties half):")
     print("| way | share [95%] |\n|---|---:|")
     for name, scores in ways:
-        value, low, high = share(ordered(scores, pairs))
-        print(f"| {name} | {value:.3f} [{low:.3f}, {high:.3f}] |")
+        found = share(ordered(scores, pairs))
+        print(f"| {name} | {found.value:.3f} [{found.low:.3f}, {found.high:.3f}] |")
     return 0
 
 

@@ -23,22 +23,24 @@ from dataclasses import replace
 from pathlib import Path
 
 from localjudge.judge import Judge
-from localjudge.quality.labelled import judge_rows, statements_of
+from localjudge.quality.labelled import judge_rows, prompts_of, statements_of
 from localjudge.quality.rows import read_rows
 from localjudge.scorers.baselines import word_share
-from localjudge.scorers.evidence import DEFAULT_TOP_K, claim_contexts, plan_windows
+
+sys.path.insert(0, str(Path(__file__).parent))
+from evaluate import WINDOW_TOKENS  # noqa: E402  (the windows every evaluation here uses)
 
 TASK = "hallucination"
-WINDOW_TOKENS = 96  # the shipped judge's evidence windows
 BINS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.01))  # share of the statement's words
 
 
-def closest_share(judge, context, statement: str) -> float | None:
-    """The largest share of the statement's words held by one of the windows it is judged
-    against (the whole context when it is one window); None for a statement without words."""
-    windows, (chosen,), _ = plan_windows(judge, context, [statement], mode=DEFAULT_TOP_K)
-    shares = [word_share(statement, text) for text in claim_contexts(context, windows, chosen)]
-    found = [s for s in shares if s is not None]
+def closest_share(judge, statement) -> float | None:
+    """The largest share of a statement's words (a row whose text is the statement) held by
+    one of the windows `judge_rows` judges it against (the whole context when it is one
+    window); None for a statement without words."""
+    judged_in = [window for _, window in prompts_of(judge, statement, TASK)]
+    texts = [statement.context if w is None else [w.text] for w in judged_in]
+    found = [s for s in (word_share(statement.text, text) for text in texts) if s is not None]
     return max(found) if found else None
 
 
@@ -56,7 +58,7 @@ def judged(judge, rows) -> list[dict]:
             "row": row.number,
             "statement": place,
             "p_yes": verdict.p_yes,
-            "share": closest_share(judge, row.context, statement.text),
+            "share": closest_share(judge, statement),
         }
         for (row, place), statement, verdict in zip(owners, statements, verdicts, strict=True)
     ]

@@ -41,7 +41,13 @@ from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_context, check_option
 from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_confidence
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
-from localjudge.scorers.text import how_many, judge_text, round_half_up, split_statements
+from localjudge.scorers.text import (
+    every,
+    how_many,
+    judge_text,
+    round_half_up,
+    split_statements,
+)
 
 EXTRACTION_MODES = ("auto", "judge", "sentences", "sentence-claims")
 GetContext = Callable[..., Any]  # get_context(run=, results=, score=, step=) -> list[str]
@@ -72,7 +78,7 @@ def hallucination_template_reason(
         return f"The score is {score:g} because the output makes no claims to check{left_out}."
     unsupported = [(n, v) for n, v in enumerate(verdicts, 1) if v["verdict"] == "yes"]
     if not unsupported:
-        claims = "its one claim" if len(verdicts) == 1 else f"all {len(verdicts)} claims"
+        claims = every(len(verdicts), "claim")
         return f"The score is {score:g} because the context supports {claims}{left_out}."
     listed = []
     for number, verdict in unsupported[:_MAX_LISTED]:

@@ -52,11 +52,16 @@ _BOUNDARY = re.compile(
 )
 
 
+def every(total: int, noun: str) -> str:
+    """All `total` nouns as a reason names them: "its one claim" (a single one), "all 3 claims"."""
+    return f"its one {noun}" if total == 1 else f"all {total} {noun}s"
+
+
 def how_many(found: int, total: int, noun: str) -> str:
     """`found` of `total` nouns as a reason counts them, with its verb: "its one claim is"
     (a single one), "1 of 3 claims is", "2 of 3 claims are"."""
     if total == 1:
-        return f"its one {noun} is"
+        return f"{every(1, noun)} is"
     return f"{found} of {total} {noun}s {'is' if found == 1 else 'are'}"
 
 

@@ -26,6 +26,7 @@ from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, decide, verdict_confidence
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import (
+    every,
     how_many,
     judge_text,
     round_half_up,
@@ -76,9 +77,8 @@ def toxicity_template_reason(
         return f"The score is {score:g} because the output is empty."
     toxic = [(n, v) for n, v in enumerate(verdicts, 1) if v["verdict"] == "yes"]
     if not toxic:
-        if len(verdicts) == 1:
-            return f"The score is {score:g} because its one statement is civil."
-        return f"The score is {score:g} because all {len(verdicts)} statements are civil."
+        verb = "is" if len(verdicts) == 1 else "are"
+        return f"The score is {score:g} because {every(len(verdicts), 'statement')} {verb} civil."
     cited = "; ".join(
         (f'"{v["statement"]}"' if quoted else f"statement {n}")
         + f" ({v['category']}, {v['severity']})"
