@@ -94,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         help='windows judged per claim: k best by BM25, "all" (at most 32) or "off" (the whole '
         "context); default 4, the scorers' default",
     )
+    parser.add_argument(
+        "--gather",
+        action="store_true",
+        help="also judge each statement of a long context against the window of its own best "
+        "sentences, gathered from the whole context (RESULTS.md, session 69)",
+    )
     args = parser.parse_args(argv)
     if args.adapter is None and not args.no_base:
         parser.error("without --adapter, --model is the judge measured: give --no-base")
@@ -107,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         "statements": args.statements,
         "window_tokens": args.window_tokens,
         "windows": args.windows,
+        "gather": args.gather,
         "sets": [],
     }
     ways = (("base", None), ("tuned", args.adapter))[1 if args.no_base else 0 :]
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             for task, name, rows in sets(args.data, dev=not args.no_dev):
                 report = measure(
                     judge, rows, task, source=name, reasons=False, statements=args.statements,
-                    windows=args.windows,
+                    windows=args.windows, gather=args.gather,
                 )  # fmt: skip
                 parts = by_source(report) if name == "held-out sources" else {}
                 for set_name, part in [(name, report), *parts.items()]:

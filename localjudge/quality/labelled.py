@@ -100,12 +100,19 @@ class Verdict:
 
 
 def prompts_of(
-    judge, row: Row, task: VerdictTask | str, *, windows=None, window_tokens: int | None = None
+    judge,
+    row: Row,
+    task: VerdictTask | str,
+    *,
+    windows=None,
+    window_tokens: int | None = None,
+    gather: bool = False,
 ) -> list[tuple]:
     """The verdict prompts of one row, each with the window it judges against (None without
     windows): a windowed task's text against each of its evidence windows, best first (one,
     the whole context, when it fits; as the hallucination scorer judges it), else one
-    prompt. `windows` (k, "all" or "off") and `window_tokens`: the scorer's options."""
+    prompt. `windows` (k, "all" or "off") and `window_tokens`: the scorer's options;
+    `gather`: also against the window of the text's own best sentences (`plan_windows`)."""
     task = as_task(task)
     if not task.windowed or not row.context:
         return [(task.prompt(row), None)]
@@ -113,7 +120,7 @@ def prompts_of(
 
     cut, (chosen,), _ = plan_windows(
         judge, row.context, [row.text], mode=DEFAULT_TOP_K if windows is None else windows,
-        window_tokens=window_tokens, max_tokens=VERDICT_TOKENS,
+        window_tokens=window_tokens, max_tokens=VERDICT_TOKENS, gather=gather,
     )  # fmt: skip
     texts = claim_contexts(row.context, cut, chosen)
     picked = [cut[w] for w in chosen] or [None]
@@ -133,6 +140,7 @@ def judge_rows(
     reasons: bool = True,
     statements: bool = False,
     windows=None,
+    gather: bool = False,
 ) -> list[Verdict]:
     """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
     batches them); `progress(n)` after each chunk. A row judged in evidence windows takes
@@ -145,7 +153,8 @@ def judge_rows(
     judge's own words where its free text can be trusted, else built from the verdict and
     its evidence, as the scorers build them; `reasons=False` stops each reply after its
     verdict (P(flagged) is the same; the reason is a placeholder), which is much faster.
-    `windows`: the scorer's option (k, "all" or "off"; default its top-k)."""
+    `windows`: the scorer's option (k, "all" or "off"; default its top-k); `gather`: as
+    `prompts_of`'s."""
     task = as_task(task)
     written = reasons and judge.writes_reasons
     reasons_for = None if written else frozenset()
@@ -156,7 +165,9 @@ def judge_rows(
         owners, judged_in, requests = [], [], []
         for n, row in enumerate(part):
             for m, text in enumerate(texts[n]):
-                each = prompts_of(judge, replace(row, text=text), task, windows=windows)
+                each = prompts_of(
+                    judge, replace(row, text=text), task, windows=windows, gather=gather
+                )
                 for parts, window in each:
                     owners.append((n, m))
                     judged_in.append(window)
@@ -455,17 +466,18 @@ def measure(
     resamples: int = RESAMPLES,
     statements: bool = False,
     windows=None,
+    gather: bool = False,
 ) -> QualityReport:
     """Judge every row and compare with the labels and the baselines on the same rows
     (with `resamples` bootstrap resamples behind the intervals; 0 for none). With
     `statements`, each text is judged statement by statement, as the hallucination scorer
     judges an output, and the baselines in the same shape (`judge_rows`, `baselines`).
-    `windows`: as the scorer's option (default its top-k)."""
+    `windows`: as the scorer's option (default its top-k); `gather`: as `prompts_of`'s."""
     task = as_task(task)
     started = time.perf_counter()
     verdicts = judge_rows(
         judge, rows, task, progress=progress, reasons=reasons, statements=statements,
-        windows=windows,
+        windows=windows, gather=gather,
     )  # fmt: skip
     seconds = time.perf_counter() - started
     answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]

@@ -19,23 +19,32 @@ DEFAULT_TOP_K = 4
 MAX_WINDOWS = 32  # windows judged per claim at most, with windows="all" too
 
 
+GAP = " … "  # between the sentences of a gathered window that are not neighbours
+
+
 @dataclass(frozen=True)
 class Window:
-    """A span of the context text (the entries, stripped, joined by newlines)."""
+    """A span of the context text (the entries, stripped, joined by newlines), or, gathered
+    for one claim (`gathered_window`), the sentences in `spans`, in the text's order, those
+    not neighbours joined by `GAP`."""
 
     index: int
     start: int
     end: int
     text: str
+    spans: tuple[tuple[int, int], ...] = ()
 
     def evidence(self, p_yes: float | None) -> dict:
-        return {
+        out = {
             "window": self.index,
             "start": self.start,
             "end": self.end,
             "text": self.text,
             "pYes": None if p_yes is None else round(p_yes, 4),
         }
+        if self.spans:
+            out["spans"] = [list(span) for span in self.spans]
+        return out
 
 
 def context_text(context: Sequence[str]) -> str:
@@ -63,9 +72,10 @@ def split_windows(
         return []
     if count_tokens(text) <= window_tokens:
         return [Window(0, 0, len(text), text)]
-    pieces: list[tuple[int, int, int]] = []  # (start, end, tokens)
-    for start, end in sentence_spans(text):
-        pieces.extend(_cut(text, start, end, count_tokens, window_tokens))
+    return _windows(text, sentence_pieces(text, count_tokens, window_tokens), window_tokens)
+
+
+def _windows(text: str, pieces: Sequence[tuple[int, int, int]], window_tokens: int) -> list[Window]:
     windows: list[Window] = []
     first = 0
     while first < len(pieces):
@@ -79,6 +89,55 @@ def split_windows(
             break
         first = last if last > first else last + 1
     return windows
+
+
+def sentence_pieces(
+    text: str, count_tokens: Callable[[str], int], window_tokens: int
+) -> list[tuple[int, int, int]]:
+    """The text's sentences as (start, end, tokens), a sentence longer than `window_tokens`
+    cut at spaces into pieces that fit: what windows are made of."""
+    pieces: list[tuple[int, int, int]] = []
+    for start, end in sentence_spans(text):
+        pieces.extend(_cut(text, start, end, count_tokens, window_tokens))
+    return pieces
+
+
+def gathered_window(
+    text: str,
+    pieces: Sequence[tuple[int, int, int]],
+    scores: Sequence[float],
+    window_tokens: int,
+    gap_tokens: int,
+    index: int,
+) -> Window | None:
+    """For one claim, the sentences (`pieces`) that share its words most (`scores`, BM25 of
+    the claim over the pieces), best first while they fit in `window_tokens` (`gap_tokens`
+    for each `GAP`), set back in the text's order: what a claim that sums up sentences far
+    apart is judged against. Neighbouring sentences keep the text between them; others are
+    joined by `GAP`. None when no sentence shares a word with the claim."""
+    taken: list[int] = []
+    total = 0
+    for i in sorted(range(len(pieces)), key=lambda i: (-scores[i], i)):
+        if scores[i] <= 0:
+            break
+        cost = pieces[i][2] + (gap_tokens if taken else 0)
+        if total + cost <= window_tokens:
+            taken.append(i)
+            total += cost
+    if not taken:
+        return None
+    taken.sort()
+    spans: list[list[int]] = []
+    for i in taken:
+        start, end, _ = pieces[i]
+        if spans and spans[-1][2] == i - 1:  # the sentence before: one span
+            spans[-1][1], spans[-1][2] = end, i
+        else:
+            spans.append([start, end, i])
+    body = GAP.join(text[start:end] for start, end, _ in spans)
+    return Window(
+        index, spans[0][0], spans[-1][1], body, tuple((start, end) for start, end, _ in spans)
+    )
 
 
 def _cut(
@@ -156,13 +215,20 @@ def plan_windows(
     mode: str | int = DEFAULT_TOP_K,
     window_tokens: int | None = None,
     max_tokens: int = 96,
+    gather: bool = False,
 ) -> tuple[list[Window], list[list[int]], list[int]]:
     """The windows of `context` and, for each claim, the windows to judge it against and
     how many `MAX_WINDOWS` left out (`candidate_windows`). Windows are `window_tokens` long
     (else the judge's own size, else as long as fits in its context beside the longest
     claim's prompt and `max_tokens`); a context that fits is one window, none is none, and
-    `mode` "off" keeps the whole context as one window whatever its length."""
+    `mode` "off" keeps the whole context as one window whatever its length. With `gather`,
+    a claim of a context cut into windows is also judged, last, against the window of its
+    own best sentences (`gathered_window`) unless those lie in one of its windows already;
+    gathered windows are numbered after the context's."""
     from localjudge.prompts import claim_verdict_prompt
+
+    def count_tokens(piece: str) -> int:
+        return len(judge.tokenize(piece))
 
     text = context_text(context)
     if mode == "off" and text:
@@ -173,11 +239,41 @@ def plan_windows(
             room = claim_verdict_prompt(["."], max(claims, key=len))
             used = len(judge.tokenize("".join(judge.split_prompt(room)[0]) + room.own))
             size = max(judge.n_ctx - used - max_tokens - 8, 16)
-        windows = split_windows(text, lambda t: len(judge.tokenize(t)), size or len(text) + 1)
+        size = size or len(text) + 1
+        windows = split_windows(text, count_tokens, size)
     if len(windows) <= 1:
         return windows, [list(range(len(windows))) for _ in claims], [0] * len(claims)
     chosen, left_out = candidate_windows(windows, claims, mode)
+    if gather:
+        gather_windows(text, windows, claims, chosen, count_tokens, size)
     return windows, chosen, left_out
+
+
+def gather_windows(
+    text: str,
+    windows: list[Window],
+    claims: Sequence[str],
+    chosen: list[list[int]],
+    count_tokens: Callable[[str], int],
+    window_tokens: int,
+) -> None:
+    """Adds each claim's gathered window (`gathered_window`) to `windows` and, last, to its
+    `chosen`, unless it lies within a window the claim is judged against already; claims
+    that gather the same sentences share one window."""
+    pieces = sentence_pieces(text, count_tokens, window_tokens)
+    index = BM25([text[start:end] for start, end, _ in pieces])
+    gap = count_tokens(GAP)
+    known: dict[tuple[tuple[int, int], ...], int] = {}
+    for claim, mine in zip(claims, chosen, strict=True):
+        found = gathered_window(text, pieces, index.scores(claim), window_tokens, gap, len(windows))
+        if found is None or any(
+            windows[w].start <= found.start and found.end <= windows[w].end for w in mine
+        ):
+            continue
+        if found.spans not in known:
+            known[found.spans] = found.index
+            windows.append(found)
+        mine.append(known[found.spans])
 
 
 def claim_contexts(
