@@ -12,10 +12,14 @@ from localjudge.errors import PromptTooLongError
 from localjudge.scorers import create_hallucination_scorer
 from localjudge.scorers.evidence import (
     BM25,
+    GAP,
     MAX_WINDOWS,
     candidate_windows,
     check_windows,
     context_text,
+    gathered_window,
+    plan_windows,
+    sentence_pieces,
     split_windows,
 )
 from localjudge.testing import FakeJudge
@@ -78,6 +82,60 @@ def test_candidate_windows_take_the_k_best_best_first_and_all_is_capped():
     assert len(many) > MAX_WINDOWS
     (every,), (missed,) = candidate_windows(many, ["frost"], "all")
     assert len(every) == MAX_WINDOWS and missed == len(many) - MAX_WINDOWS
+
+
+def gather(text: str, claim: str, size: int):
+    pieces = sentence_pieces(text, words, size)
+    scores = BM25([text[start:end] for start, end, _ in pieces]).scores(claim)
+    return gathered_window(text, pieces, scores, size, words(GAP), index=7)
+
+
+def test_a_gathered_window_joins_a_claims_best_sentences_in_the_texts_order():
+    text = " ".join(FACTS)
+    found = gather(text, "There was frost in 2031 and in 2005.", 20)
+    assert found is not None and found.index == 7
+    # 2031 is in FACTS[31] alone, 2005 in FACTS[5]: far apart, joined by the gap, the
+    # earlier first; nothing else fits beside them in 20 words
+    assert found.text == FACTS[5] + GAP + FACTS[31]
+    assert [text[start:end] for start, end in found.spans] == [FACTS[5], FACTS[31]]
+    assert (found.start, found.end) == (found.spans[0][0], found.spans[-1][1])
+    evidence = found.evidence(0.25)
+    assert evidence["spans"] == [list(span) for span in found.spans]
+    assert evidence["window"] == 7 and evidence["pYes"] == 0.25
+
+
+def test_neighbouring_sentences_gather_into_one_span_and_the_size_holds():
+    text = " ".join(FACTS)
+    found = gather(text, "Frost in 2012 and in 2013.", 20)
+    assert found is not None and found.text == f"{FACTS[12]} {FACTS[13]}"
+    assert found.spans == ((text.index(FACTS[12]), text.index(FACTS[13]) + len(FACTS[13])),)
+    for size in (8, 17, 30):
+        found = gather(text, "Frost in 2012, in 2013 and in 2030.", size)
+        assert found is not None and words(found.text) <= size
+
+
+def test_nothing_is_gathered_for_a_claim_that_shares_no_word():
+    assert gather(" ".join(FACTS), "Penguins swim.", 20) is None
+
+
+def test_plan_windows_gathers_only_what_the_claims_windows_do_not_hold_and_shares_it():
+    judge = FakeJudge(n_ctx=2400)
+    context = [" ".join(FACTS[:20]), " ".join(FACTS[20:])]
+    far = "There was frost in 2005 and in 2031."  # two sentences no window holds together
+    near = "It was 2012."  # its one sentence is in its best window
+    windows, chosen, left_out = plan_windows(
+        judge, context, [far, near, far], mode=2, window_tokens=100, gather=True
+    )
+    first, second, third = chosen
+    contiguous = [w for w in windows if not w.spans]
+    assert len(first) == 3 and len(second) == 2 and left_out == [0, 0, 0]
+    gathered = windows[first[-1]]
+    assert gathered.spans and gathered.index == len(contiguous) == first[-1]
+    assert "2005" in gathered.text and "2031" in gathered.text
+    assert third == first and len(windows) == len(contiguous) + 1  # one window, shared
+    plain, (mine,), _ = plan_windows(judge, context, [far], mode=2, window_tokens=100)
+    assert len(mine) == 2 and not any(w.spans for w in plain)
+    judge.close()
 
 
 @pytest.mark.parametrize("bad", [0, -1, "some", 1.5, True])

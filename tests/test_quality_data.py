@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -430,6 +431,11 @@ def test_quality_judges_each_claim_against_the_windows_asked_for(tmp_home):
         for windows in (None, 1, 8, "all"):
             (verdict,) = judge_rows(judge, [row], "hallucination", reasons=False, windows=windows)
             found[windows] = (asked.pop(), verdict.p_yes >= 0.5)
+        judge.window_tokens = 100  # two sentences a window; the claim's two are far apart
+        far = replace(row, text="There was frost in 2003 and in 2077.")
+        judge_rows(judge, [far], "hallucination", reasons=False, gather=True)
+        gathered = asked.pop()
     # no window supports the claim, so each one asked for is judged: the default 4, k, or
     # every window up to the cap
     assert found == {None: (4, True), 1: (1, True), 8: (8, True), "all": (MAX_WINDOWS, True)}
+    assert gathered == 4 + 1  # with gather, also its own best sentences, as one window more
