@@ -95,7 +95,10 @@ quality: install
 # TRAIN_SOURCES: the repository snapshots listed in training/DATA.md.
 TRAIN_VENV    := training/.venv
 TRAIN_SOURCES ?= training/sources
-TRAIN_ARGS    ?=
+# The shipped adapter's recipe (AnT; training/RESULTS.md, "The assistant-reply templates at
+# full weight"): its data, then two epochs at the default seed.
+TRAIN_DATA_ARGS ?= --hold-out begin --scale 1.5 --add stormfront,additions,dstc9,convabuse
+TRAIN_ARGS    ?= --epochs 2
 LLAMA_CPP_SRC := training/.cache/llama_cpp_python-$(LLAMA_CPP_VERSION)/vendor/llama.cpp
 TUNED_ADAPTER ?= training/out/judge-lora.gguf
 train-deps: $(TRAIN_VENV)/.stamp $(LLAMA_CPP_SRC)/convert_lora_to_gguf.py
@@ -112,7 +115,7 @@ $(LLAMA_CPP_SRC)/convert_lora_to_gguf.py:
 	@touch $@
 
 train-judge: install train-deps
-	$(PY) training/make_data.py --sources $(TRAIN_SOURCES) --out training/data
+	$(PY) training/make_data.py --sources $(TRAIN_SOURCES) --out training/data $(TRAIN_DATA_ARGS)
 	MODEL=$$($(PY) -m localjudge models assemble gemma-3-270m | sed 's/^[^:]*: //'); \
 	$(TRAIN_VENV)/bin/python training/train.py --data training/data \
 		--model-dir "$$(dirname $$MODEL)" --gguf "$$(basename $$MODEL)" \
