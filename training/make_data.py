@@ -1237,7 +1237,8 @@ def take(
     return chosen
 
 
-# Per source prefix: training examples at --scale 1 (the pilot size; the shipped run used 2.5);
+# Per source prefix: training examples at --scale 1 (the pilot size; the first adapter used 2.5,
+# the shipped one, AnT, 1.5: the default);
 # the held-out split takes half of these, public data only, whatever --scale.
 PILOT = {
     "toxicity": {
@@ -1652,7 +1653,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "data")
     parser.add_argument("--heldout-share", type=float, default=0.2)
     parser.add_argument(
-        "--scale", type=float, default=2.5, help="training examples: PILOT counts times this"
+        "--scale",
+        type=float,
+        default=1.5,
+        help="training examples: PILOT counts times this (default 1.5, the shipped adapter's)",
     )
     parser.add_argument(
         "--upto",

@@ -76,6 +76,8 @@ def split_windows(
 
 
 def _windows(text: str, pieces: Sequence[tuple[int, int, int]], window_tokens: int) -> list[Window]:
+    """Consecutive pieces joined into windows of at most `window_tokens`, each window after
+    the first starting with the last piece of the one before."""
     windows: list[Window] = []
     first = 0
     while first < len(pieces):
