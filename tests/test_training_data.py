@@ -1244,11 +1244,13 @@ def test_minimal_pairs_are_read_per_document_with_ties_counted_half(tmp_path, ca
     pairs = load_script("pairs")
     article, other = "Ann won the race in Leeds.", "The museum opened in 1901."
     rows = [
-        {"context": [article], "claim": "Ann won in Leeds.", "label": False, "group": "ref"},
-        {"context": [other], "claim": "It opened in 1910.", "label": True, "group": "edit"},
-        {"context": [other], "claim": "It opened in 1901.", "label": False, "group": "ref"},
-        {"context": [article], "claim": "Ann won in York.", "label": True, "group": "edit"},
-    ]
+        {"context": [article], "claim": "Ann won in Leeds.", "label": False, "group": "x/ref"},
+        {"context": [other], "claim": "It opened in 1910.", "label": True,
+         "group": "x/edited/intrinsic-circumstance"},
+        {"context": [other], "claim": "It opened in 1901.", "label": False, "group": "x/ref"},
+        {"context": [article], "claim": "Ann won in York.", "label": True,
+         "group": "x/edited/intrinsic-entity"},
+    ]  # fmt: skip
     data = tmp_path / "data"
     data.mkdir()
     (data / "held-out-sources_hallucination.jsonl").write_text(
@@ -1266,6 +1268,11 @@ def test_minimal_pairs_are_read_per_document_with_ties_counted_half(tmp_path, ca
     out = capsys.readouterr().out
     assert "2 pairs" in out and "| judge, P(yes) | 0.750 [" in out
     assert "| judge, verdicts at 0.5 | 0.750 [" in out  # 0.6 and 0.6 are both yes: a tie
+    assert pairs.main([str(run), "--data", str(data), "--by-kind"]) == 0
+    by_kind = capsys.readouterr().out.split("The judge by kind of edit:")[1]
+    assert "| intrinsic (all) | 2 | 2 (100%) | 1 (50%) | 0.750 [" in by_kind  # both kinds
+    assert "| intrinsic-entity | 1 | 1 (100%) | 0 (0%) | 1.000 [1.000, 1.000] |" in by_kind
+    assert "| intrinsic-circumstance | 1 | 1 (100%) | 1 (100%) | 0.500 [0.500, 0.500] |" in by_kind
     with pytest.raises(pairs.PairError, match="2 faithful and 0 unfaithful"):
         pairs.pairs_of([("a",), ("a",)], [False, False])
     saved["labels"] = labels[::-1]

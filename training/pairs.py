@@ -4,10 +4,13 @@ higher P(yes), ties counted half, from the per-row scores evaluate.py saves and 
 folder it judged (make_data.py's held-out sources, where each document comes with one "no"
 row and one "yes" row). 0.5 is chance; the 95% interval is a bootstrap over pairs (1000
 resamples, seed 0). Beside it, the task's word rules in the run's shape, and the share of
-pairs where the judge's verdicts at 0.5 tell the two apart the right way round.
+pairs where the judge's verdicts at 0.5 tell the two apart the right way round. With
+`--by-kind`, also the judge's figures by the kind of edit (the unfaithful row's group, its
+last part: `bump/edited/intrinsic-entity` is `intrinsic-entity`) and by its family (the kind
+up to its first hyphen: `intrinsic`).
 
     .venv/bin/python training/pairs.py training/results/bump/quality-merged-bump.json \
-        --data training/data-bump
+        --data training/data-bump [--by-kind]
 
 Runs in localjudge's own virtual environment.
 """
@@ -62,11 +65,51 @@ def share(per_pair: np.ndarray) -> Interval:
     return interval(per_pair.mean(), means)
 
 
+def kinds(groups: list[str | None], pairs: list[tuple[int, int]]) -> dict[str, list[int]]:
+    """The pairs (their places in `pairs`) of each kind of edit and of each family of kinds
+    with more than one kind, families first, each in name order."""
+    kind = [(groups[u] or "").rsplit("/", 1)[-1] for _, u in pairs]
+    family: dict[str, list[int]] = {}
+    by_kind: dict[str, list[int]] = {}
+    for place, name in enumerate(kind):
+        by_kind.setdefault(name, []).append(place)
+        family.setdefault(name.split("-", 1)[0], []).append(place)
+    wide = {
+        f"{name} (all)": places
+        for name, places in sorted(family.items())
+        if len({kind[p] for p in places}) > 1
+    }
+    return wide | dict(sorted(by_kind.items()))
+
+
+def kind_table(scores: list[float], groups: list[str | None], pairs) -> list[str]:
+    """The judge by kind of edit: pairs, edits and their faithful sides flagged at 0.5, and
+    the share of pairs with the edit above its faithful side."""
+    lines = [
+        "| kind of edit | pairs | edits flagged at 0.5 | faithful sides flagged | "
+        "edit above its faithful side [95%] |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    above = ordered(scores, pairs)
+    for name, places in kinds(groups, pairs).items():
+        mine = [pairs[p] for p in places]
+        edits = sum(scores[u] >= 0.5 for _, u in mine)
+        faithful = sum(scores[f] >= 0.5 for f, _ in mine)
+        found = share(above[places])
+        lines.append(
+            f"| {name} | {len(mine)} | {edits} ({edits / len(mine):.0%}) | "
+            f"{faithful} ({faithful / len(mine):.0%}) | "
+            f"{found.value:.3f} [{found.low:.3f}, {found.high:.3f}] |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="an evaluate.py output")
     parser.add_argument("--data", type=Path, required=True, help="the folder it judged")
     parser.add_argument("--task", default="hallucination")
+    parser.add_argument("--by-kind", action="store_true", help="also by kind of edit")
     args = parser.parse_args(argv)
     rows, bad = read_rows(args.data / f"held-out-sources_{args.task}.jsonl", args.task)
     if bad:
@@ -95,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, scores in ways:
         found = share(ordered(scores, pairs))
         print(f"| {name} | {found.value:.3f} [{found.low:.3f}, {found.high:.3f}] |")
+    if args.by_kind:
+        print("\nThe judge by kind of edit:")
+        print("\n".join(kind_table(entry["scores"], [r.group for r in rows], pairs)))
     return 0
 
 
