@@ -224,6 +224,45 @@ def test_page_sentences_are_unsupported_by_far_windows_and_supported_by_their_ow
             )
 
 
+def test_intrinsic_swaps_change_a_claim_only_with_words_its_window_holds(make_data, tmp_path):
+    swap = make_data.intrinsic_swap
+    rest = "Paris hosted 2004 games. Brown lost."
+    sentence = "In 1998 Smith defeated Jones at Wimbledon."
+    found = {swap(sentence, rest, random.Random(seed)) for seed in range(40)}
+    kinds = {kind for kind, _ in found}
+    assert kinds == {"entity", "number", "exchange"}
+    for kind, claim in found:
+        assert claim != sentence
+        new = set(claim.rstrip(".").split()) - set(sentence.rstrip(".").split())
+        assert new <= set(rest.replace(".", "").split()) or kind == "exchange"
+    assert ("exchange", "In 1998 Jones defeated Smith at Wimbledon.") in found
+    assert ("number", "In 2004 Smith defeated Jones at Wimbledon.") in found
+    # names in a list or in one name are not exchanged: their order says nothing
+    assert not make_data.related("Smith and Jones founded it.", "Smith", "Jones")
+    assert not make_data.related("Ann, Bo and Cy met.", "Ann", "Cy")
+    assert not make_data.related("The Bank of England rose.", "Bank", "England")
+    assert make_data.related("Ann beat Bo.", "Ann", "Bo")
+    assert swap("A cat sat on the mat today.", "Nothing to take.", random.Random(0)) is None
+
+    name = lambda i, head: head + "abcdefghij"[i // 10] + "klmnopqrst"[i % 10]  # noqa: E731
+    sentences = [f"In {1900 + i} Mayor {name(i, 'Ann')} thanked Judge {name(i, 'Bo')} warmly."
+                 for i in range(40)]  # fmt: skip
+    path = tmp_path / "dev.jsonl"
+    path.write_text(json.dumps({"evidence": sentences}) + "\n")
+    words = lambda text: len(text.split())  # noqa: E731
+    examples = [
+        e for seed in range(5) for e in make_data.wice_intrinsic(path, words, random.Random(seed))
+    ]
+    assert {e.source for e in examples} >= {"wice/intrinsic-copy", "wice/intrinsic-swap/entity"}
+    for example in examples:
+        (window,) = example.context
+        assert words(window) <= make_data.WINDOW_TOKENS
+        assert (example.text in window) == (example.label == "no")
+        assert example.source.startswith("wice/")  # left out with WiCE when it is held out
+        said = set(window.replace(".", "").split())
+        assert set(example.text.replace(".", "").split()) <= said  # the window's words only
+
+
 def test_only_known_sources_can_be_held_out(make_data):
     assert make_data.held_out_sources("davidson,wice") == ["davidson", "wice"]
     with pytest.raises(Exception, match="unknown source 'hatecheck'"):
@@ -1273,6 +1312,13 @@ def test_minimal_pairs_are_read_per_document_with_ties_counted_half(tmp_path, ca
     assert "| intrinsic (all) | 2 | 2 (100%) | 1 (50%) | 0.750 [" in by_kind  # both kinds
     assert "| intrinsic-entity | 1 | 1 (100%) | 0 (0%) | 1.000 [1.000, 1.000] |" in by_kind
     assert "| intrinsic-circumstance | 1 | 1 (100%) | 1 (100%) | 0.500 [0.500, 0.500] |" in by_kind
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"sets": [saved | {"scores": [0.5, 0.1, 0.5, 0.1]}]}))
+    assert pairs.main([str(run), "--data", str(data), "--by-kind", "--against", str(other)]) == 0
+    by_kind = capsys.readouterr().out.split("The judge by kind of edit:")[1]
+    # the other run put both edits below their references: this one is 1 and 0.5 above it
+    assert "| 0.750 [0.500, 1.000] | +0.750 [+0.500, +1.000] |" in by_kind
+    assert "| intrinsic-entity | 1 | 1 (100%) | 0 (0%) | 1.000 [1.000, 1.000] | +1.000" in by_kind
     with pytest.raises(pairs.PairError, match="2 faithful and 0 unfaithful"):
         pairs.pairs_of([("a",), ("a",)], [False, False])
     saved["labels"] = labels[::-1]

@@ -749,6 +749,95 @@ _NUMBER = re.compile(r"\b\d[\d,]*\b")
 _BE = re.compile(r"\b(is|are|was|were|has|have|can|will)\b")
 
 
+def wice_intrinsic(path: Path, count_tokens, rng: random.Random) -> list[Example]:
+    """Claims made wrong with the window's own words, from the pages WiCE's claims cite (dev
+    split): a prose sentence judged against a window that holds it, either copied ("no",
+    `wice/intrinsic-copy`) or changed so that the window no longer supports it, only with
+    words the window itself holds ("yes", `wice/intrinsic-swap/<kind>`): a name swapped for
+    another name of the window (`entity`), a number for another number of the window
+    (`number`), or two names of the sentence exchanged (`exchange`). What the judge users
+    get lets through on news summaries is an edit that takes its word from elsewhere in the
+    article (RESULTS.md, "Which of BUMP's edits the judge catches"); `swapped` brings in
+    words from other passages."""
+    from localjudge.scorers.evidence import split_windows
+    from localjudge.scorers.text import sentence_spans
+
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text, _ = page_text(json.loads(line))
+        windows = split_windows(text, count_tokens, WINDOW_TOKENS)
+        prose = [
+            (start, end) for start, end in sentence_spans(text)
+            if _PROSE.match(text[start:end]) and len(text[start:end].split()) >= 7
+        ]  # fmt: skip
+        rng.shuffle(prose)
+        for start, end in prose[:4]:
+            inside = [w for w in windows if w.start <= start and end <= w.end]
+            if not inside:
+                continue
+            window = rng.choice(inside).text
+            sentence = text[start:end]
+            rest = window.replace(sentence, " ")
+            change = None if rng.random() < 0.5 else intrinsic_swap(sentence, rest, rng)
+            if change is None:
+                out.append(Example("hallucination", "wice/intrinsic-copy", "no", sentence,
+                                   (window,)))  # fmt: skip
+            else:
+                kind, claim = change
+                out.append(Example("hallucination", f"wice/intrinsic-swap/{kind}", "yes", claim,
+                                   (window,)))  # fmt: skip
+    return out
+
+
+_NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
+
+
+_LINKS = {"and", "or", "nor", "the", "of", "de", "von", "van", "&"}
+
+
+def related(sentence: str, a: str, b: str) -> bool:
+    """Whether names `a` and `b` (each once in `sentence`) are joined by a word that makes
+    their order matter: a lower-case word between them other than a list's or a name's
+    links ("Ann beat Bo", not "Ann and Bo", "Ann, Bo and Cy" or "Bank of Ann")."""
+    i, j = sorted(
+        (re.search(rf"\b{a}\b", sentence).start(), re.search(rf"\b{b}\b", sentence).start())
+    )
+    between = sentence[i:j].split()[1:]
+    return any(w.islower() and w.strip(",;:") not in _LINKS for w in between)
+
+
+def intrinsic_swap(sentence: str, rest: str, rng: random.Random) -> tuple[str, str] | None:
+    """`sentence` changed with words `rest` (the rest of its window) or the sentence itself
+    holds: (kind, text), or None when it has nothing to swap. Only a word the sentence holds
+    once is changed, and never its first word (a capital there need not be a name)."""
+    first = sentence.split()[0]
+    own_names = [w for w in _NAME.findall(sentence) if w not in _COMMON and w != first]
+    once = [w for w in own_names if len(re.findall(rf"\b{w}\b", sentence)) == 1]
+    other_names = sorted(set(_NAME.findall(rest)) - _COMMON - set(_NAME.findall(sentence)))
+    own_numbers = [n for n in _NUMBER.findall(sentence) if sentence.count(n) == 1]
+    other_numbers = sorted(set(_NUMBER.findall(rest)) - set(_NUMBER.findall(sentence)))
+    options = []
+    if once and other_names:
+        options.append("entity")
+    if own_numbers and other_numbers:
+        options.append("number")
+    pair = sorted(set(once))
+    apart = [(a, b) for a in pair for b in pair if a < b and related(sentence, a, b)]
+    if apart:
+        options.append("exchange")
+    if not options:
+        return None
+    kind = rng.choice(options)
+    if kind == "entity":
+        old, new = rng.choice(once), rng.choice(other_names)
+        return kind, re.sub(rf"\b{old}\b", new, sentence, count=1)
+    if kind == "number":
+        old, new = rng.choice(own_numbers), rng.choice(other_numbers)
+        return kind, re.sub(rf"(?<![\d,]){re.escape(old)}(?![\d,])", new, sentence, count=1)
+    a, b = rng.choice(apart)
+    return kind, re.sub(rf"\b({a}|{b})\b", lambda m: b if m.group(0) == a else a, sentence)
+
+
 def swapped(sentence: str, rng: random.Random, names: list[str]) -> tuple[str, str] | None:
     """A sentence changed so that the original no longer supports it: (kind, text)."""
     numbers = _NUMBER.findall(sentence)
@@ -1286,6 +1375,9 @@ ADDED = {
     "additions": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
     "additions-split": {"hallucination": {"synthetic/addition": 60, "synthetic/addition-ok": 40}},
     "wice-pages": {"hallucination": {"wice/page-elsewhere": 50, "wice/page-inside": 50}},
+    "wice-intrinsic": {
+        "hallucination": {"wice/intrinsic-swap/": 60, "wice/intrinsic-copy": 60}
+    },
     "dstc9": {"hallucination": {"dstc9/accurate": 50, "dstc9/inaccurate": 50}},
     "summedits-sales": {
         "hallucination": {"summedits/sentence-consistent": 60, "summedits/sentence-edited": 60}
@@ -1460,6 +1552,10 @@ def collect(
         more += additions(passages, random.Random(f"{SEED}:additions"), split=True)
     if "wice-pages" in added:  # under wice/: `select` leaves them out when WiCE is held out
         more += wice_pages(path("wice_dev"), count_tokens, random.Random(f"{SEED}:wice-pages"))
+    if "wice-intrinsic" in added:  # under wice/ as well
+        more += wice_intrinsic(
+            path("wice_dev"), count_tokens, random.Random(f"{SEED}:wice-intrinsic")
+        )
     if "dstc9" in added or "dstc9/" in held_out:
         more += dstc9_from(path)
     if "ja-prodrop" in added:  # training only, from its own generator

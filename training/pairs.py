@@ -7,10 +7,11 @@ resamples, seed 0). Beside it, the task's word rules in the run's shape, and the
 pairs where the judge's verdicts at 0.5 tell the two apart the right way round. With
 `--by-kind`, also the judge's figures by the kind of edit (the unfaithful row's group, its
 last part: `bump/edited/intrinsic-entity` is `intrinsic-entity`) and by its family (the kind
-up to its first hyphen: `intrinsic`).
+up to its first hyphen: `intrinsic`); with `--against RUN`, beside each kind's share, this
+run's minus RUN's on the same pairs, with a paired 95% interval (the same resampled pairs).
 
     .venv/bin/python training/pairs.py training/results/bump/quality-merged-bump.json \
-        --data training/data-bump [--by-kind]
+        --data training/data-bump [--by-kind [--against OTHER-RUN.json]]
 
 Runs in localjudge's own virtual environment.
 """
@@ -82,26 +83,49 @@ def kinds(groups: list[str | None], pairs: list[tuple[int, int]]) -> dict[str, l
     return wide | dict(sorted(by_kind.items()))
 
 
-def kind_table(scores: list[float], groups: list[str | None], pairs) -> list[str]:
+def kind_table(
+    scores: list[float], groups: list[str | None], pairs, against: list[float] | None = None
+) -> list[str]:
     """The judge by kind of edit: pairs, edits and their faithful sides flagged at 0.5, and
-    the share of pairs with the edit above its faithful side."""
+    the share of pairs with the edit above its faithful side; with `against` (another run's
+    scores on the same rows), this share minus that run's, paired."""
+    extra = " difference from the other run [95%] |" if against is not None else ""
     lines = [
         "| kind of edit | pairs | edits flagged at 0.5 | faithful sides flagged | "
-        "edit above its faithful side [95%] |",
-        "|---|---:|---:|---:|---:|",
+        "edit above its faithful side [95%] |" + extra,
+        "|---|---:|---:|---:|---:|" + ("---:|" if extra else ""),
     ]
     above = ordered(scores, pairs)
+    other = None if against is None else ordered(against, pairs)
     for name, places in kinds(groups, pairs).items():
         mine = [pairs[p] for p in places]
         edits = sum(scores[u] >= 0.5 for _, u in mine)
         faithful = sum(scores[f] >= 0.5 for f, _ in mine)
-        found = share(above[places])
+        cells = [share(above[places])]
+        if other is not None:
+            cells.append(share(above[places] - other[places]))
         lines.append(
             f"| {name} | {len(mine)} | {edits} ({edits / len(mine):.0%}) | "
             f"{faithful} ({faithful / len(mine):.0%}) | "
-            f"{found.value:.3f} [{found.low:.3f}, {found.high:.3f}] |"
-        )
+            + " | ".join(f"{c.value:+.3f} [{c.low:+.3f}, {c.high:+.3f}]" if i else
+                         f"{c.value:.3f} [{c.low:.3f}, {c.high:.3f}]"
+                         for i, c in enumerate(cells))
+            + " |"
+        )  # fmt: skip
     return lines
+
+
+def saved_entry(run: Path, task: str, rows) -> dict | None:
+    """The tuned judge's held-out-sources entry of an evaluate.py output, when it judged
+    exactly these rows."""
+    entries = [
+        e
+        for e in json.loads(run.read_text())["sets"]
+        if e["task"] == task and e["set"] == SET and e.get("way", "tuned") == "tuned"
+    ]
+    if len(entries) != 1 or entries[0]["labels"] != [r.label for r in rows]:
+        return None
+    return entries[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,20 +134,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, required=True, help="the folder it judged")
     parser.add_argument("--task", default="hallucination")
     parser.add_argument("--by-kind", action="store_true", help="also by kind of edit")
+    parser.add_argument(
+        "--against", type=Path, default=None, help="with --by-kind: another run on the same rows"
+    )
     args = parser.parse_args(argv)
+    if args.against is not None and not args.by_kind:
+        parser.error("--against goes with --by-kind")
     rows, bad = read_rows(args.data / f"held-out-sources_{args.task}.jsonl", args.task)
     if bad:
         print(f"pairs: {len(bad)} unreadable rows in {args.data}", file=sys.stderr)
         return 2
-    entries = [
-        e
-        for e in json.loads(args.run.read_text())["sets"]
-        if e["task"] == args.task and e["set"] == SET and e.get("way", "tuned") == "tuned"
-    ]
-    if len(entries) != 1 or entries[0]["labels"] != [r.label for r in rows]:
-        print(f"pairs: {args.run} holds no {SET!r} set with these rows", file=sys.stderr)
-        return 2
-    entry = entries[0]
+    entry = saved_entry(args.run, args.task, rows)
+    other = None if args.against is None else saved_entry(args.against, args.task, rows)
+    for run, found in ((args.run, entry), (args.against, other)):
+        if run is not None and found is None:
+            print(f"pairs: {run} holds no {SET!r} set with these rows", file=sys.stderr)
+            return 2
     try:
         pairs = pairs_of([tuple(r.context) for r in rows], [r.label for r in rows])
     except PairError as exc:
@@ -140,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {found.value:.3f} [{found.low:.3f}, {found.high:.3f}] |")
     if args.by_kind:
         print("\nThe judge by kind of edit:")
-        print("\n".join(kind_table(entry["scores"], [r.group for r in rows], pairs)))
+        against = None if other is None else other["scores"]
+        print("\n".join(kind_table(entry["scores"], [r.group for r in rows], pairs, against)))
     return 0
 
 
