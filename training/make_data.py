@@ -789,10 +789,8 @@ def wice_intrinsic(path: Path, count_tokens, rng: random.Random) -> list[Example
     return out
 
 
-_NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
-
-
-_LINKS = {"and", "or", "nor", "the", "of", "de", "von", "van", "&"}
+_NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")  # a capitalised word: maybe a name
+_LINKS = {"and", "or", "nor", "the", "of", "de", "von", "van", "&"}  # of lists and names
 
 
 def related(sentence: str, a: str, b: str) -> bool:
@@ -855,7 +853,7 @@ def swapped(sentence: str, rng: random.Random, names: list[str]) -> tuple[str, s
     if verb and rng.random() < 0.6:
         i = verb.end()
         return "synthetic/negation", sentence[:i] + " not" + sentence[i:]
-    capitals = [w for w in re.findall(r"\b[A-Z][a-z]{2,}\b", sentence) if w not in _COMMON]
+    capitals = [w for w in _NAME.findall(sentence) if w not in _COMMON]
     if capitals and sentence.split()[0] not in capitals[-1:]:
         old = capitals[-1]
         new = rng.choice([n for n in names if n != old] or [old])

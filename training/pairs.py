@@ -101,17 +101,15 @@ def kind_table(
         mine = [pairs[p] for p in places]
         edits = sum(scores[u] >= 0.5 for _, u in mine)
         faithful = sum(scores[f] >= 0.5 for f, _ in mine)
-        cells = [share(above[places])]
+        found = share(above[places])
+        cells = [f"{found.value:.3f} [{found.low:.3f}, {found.high:.3f}]"]
         if other is not None:
-            cells.append(share(above[places] - other[places]))
+            lead = share(above[places] - other[places])
+            cells.append(f"{lead.value:+.3f} [{lead.low:+.3f}, {lead.high:+.3f}]")
         lines.append(
             f"| {name} | {len(mine)} | {edits} ({edits / len(mine):.0%}) | "
-            f"{faithful} ({faithful / len(mine):.0%}) | "
-            + " | ".join(f"{c.value:+.3f} [{c.low:+.3f}, {c.high:+.3f}]" if i else
-                         f"{c.value:.3f} [{c.low:.3f}, {c.high:.3f}]"
-                         for i, c in enumerate(cells))
-            + " |"
-        )  # fmt: skip
+            f"{faithful} ({faithful / len(mine):.0%}) | " + " | ".join(cells) + " |"
+        )
     return lines
 
 
