@@ -622,6 +622,21 @@ _PROSE = re.compile(r"^[A-Z][^#|]{38,218}[.!?]$")
 _CONTENT = re.compile(r"[a-z0-9]{4,}")
 
 
+def cited_pages(path: Path, count_tokens):
+    """Each page WiCE's claims cite (one per line of its dev split): its text, its evidence
+    windows, and the (start, end) of its prose sentences of 7 words or more."""
+    from localjudge.scorers.evidence import split_windows
+    from localjudge.scorers.text import sentence_spans
+
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text, _ = page_text(json.loads(line))
+        prose = [
+            (start, end) for start, end in sentence_spans(text)
+            if _PROSE.match(text[start:end]) and len(text[start:end].split()) >= 7
+        ]  # fmt: skip
+        yield text, split_windows(text, count_tokens, WINDOW_TOKENS), prose
+
+
 def wice_pages(path: Path, count_tokens, rng: random.Random) -> list[Example]:
     """On-topic statements a window does not make, from the pages WiCE's claims cite (dev
     split): a prose sentence of the page judged against one of the three windows of the same
@@ -631,20 +646,13 @@ def wice_pages(path: Path, count_tokens, rng: random.Random) -> list[Example]:
     context does not state, is what the judge let through on held-out dialogue. A sentence
     with 60% of its content words in the far window is skipped: the page may say it twice
     there."""
-    from localjudge.scorers.evidence import BM25, split_windows
-    from localjudge.scorers.text import sentence_spans
+    from localjudge.scorers.evidence import BM25
 
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        text, _ = page_text(json.loads(line))
-        windows = split_windows(text, count_tokens, WINDOW_TOKENS)
+    for text, windows, prose in cited_pages(path, count_tokens):
         if len(windows) < 4:
             continue
         bm25 = BM25([w.text for w in windows])
-        prose = [
-            (start, end) for start, end in sentence_spans(text)
-            if _PROSE.match(text[start:end]) and len(text[start:end].split()) >= 7
-        ]  # fmt: skip
         rng.shuffle(prose)
         for start, end in prose[:4]:
             sentence = text[start:end]
@@ -759,17 +767,8 @@ def wice_intrinsic(path: Path, count_tokens, rng: random.Random) -> list[Example
     get lets through on news summaries is an edit that takes its word from elsewhere in the
     article (RESULTS.md, "Which of BUMP's edits the judge catches"); `swapped` brings in
     words from other passages."""
-    from localjudge.scorers.evidence import split_windows
-    from localjudge.scorers.text import sentence_spans
-
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        text, _ = page_text(json.loads(line))
-        windows = split_windows(text, count_tokens, WINDOW_TOKENS)
-        prose = [
-            (start, end) for start, end in sentence_spans(text)
-            if _PROSE.match(text[start:end]) and len(text[start:end].split()) >= 7
-        ]  # fmt: skip
+    for text, windows, prose in cited_pages(path, count_tokens):
         rng.shuffle(prose)
         for start, end in prose[:4]:
             inside = [w for w in windows if w.start <= start and end <= w.end]
