@@ -247,3 +247,22 @@ def test_the_windows_option_is_checked_as_the_scorers_check_theirs(evaluate):
     for bad in ("0", "some", "-1"):
         with pytest.raises(argparse.ArgumentTypeError, match="windows must be"):
             evaluate.windows_option(bad)
+
+
+def test_a_statements_prior_reads_it_against_a_window_of_another_document():
+    prior = load("prior")
+    rows = [
+        Row(1, False, "a", context=("doc one",)),
+        Row(2, True, "b", context=("doc one",)),
+        Row(3, False, "c", context=("doc two",)),
+    ]
+    assert prior.unrelated_contexts(rows) == [("doc two",), ("doc two",), ("doc one",)]
+    with pytest.raises(SystemExit):
+        prior.unrelated_contexts(rows[:2])
+    # a statement its window clears (0.2) but that any window would nearly clear (0.25) is
+    # read as barely supported; one its window clears far below its prior, as well supported
+    scores = prior.row_scores([{"p": [0.6, 0.2], "p0": 0.25}, {"p": [0.3], "p0": 0.99}])
+    assert scores["plain"] == pytest.approx(0.3)
+    assert scores["contrast"] == pytest.approx(3 / 7)  # odds (0.2 / 0.8) / (0.25 / 0.75) = 3 / 4
+    assert scores["share"] == 0.0
+    assert prior.row_scores([]) == {"plain": 0.0, "contrast": 0.0, "share": 0.0}
