@@ -85,7 +85,8 @@ def judge_row_statements(judge, rows, unrelated, chunk: int = 16) -> list[list[d
     out: list[list[dict] | str] = []
     for start in range(0, len(rows), chunk):
         plans, requests = [], []
-        for row, other in zip(rows[start : start + chunk], unrelated[start : start + chunk]):
+        part = zip(rows[start : start + chunk], unrelated[start : start + chunk], strict=True)
+        for row, other in part:
             mine = []
             for statement in statements_of(row.text, TASK):
                 prompts = statement_prompts(judge, row, statement, other)
@@ -119,7 +120,7 @@ def row_scores(statements: list[dict]) -> dict[str, float]:
     if not statements:
         return {"plain": 0.0, "contrast": 0.0, "share": 0.0}
     plain = [min(s["p"]) for s in statements]
-    contrast = [sigmoid(logit(p) - logit(s["p0"])) for p, s in zip(plain, statements)]
+    contrast = [sigmoid(logit(p) - logit(s["p0"])) for p, s in zip(plain, statements, strict=True)]
     return {
         "plain": max(plain),
         "contrast": max(contrast),
