@@ -266,3 +266,12 @@ def test_a_statements_prior_reads_it_against_a_window_of_another_document():
     assert scores["contrast"] == pytest.approx(3 / 7)  # odds (0.2 / 0.8) / (0.25 / 0.75) = 3 / 4
     assert scores["share"] == 0.0
     assert prior.row_scores([]) == {"plain": 0.0, "contrast": 0.0, "share": 0.0}
+
+
+def test_training_and_evaluation_use_the_windows_the_shipped_judge_reads():
+    from localjudge.model_registry import load_registry
+
+    _, entries = load_registry()
+    shipped = entries["gemma-3-270m-judge"].recommended["window_tokens"]
+    assert load("evaluate").WINDOW_TOKENS == shipped
+    assert load("make_data").WINDOW_TOKENS == shipped

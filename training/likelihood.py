@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -42,11 +43,19 @@ from localjudge.model_registry import resolve
 from localjudge.quality.calibration import choose_threshold
 from localjudge.quality.labelled import Agreement, auroc
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.evidence import candidate_windows, context_text, split_windows
+from localjudge.scorers.evidence import (
+    DEFAULT_TOP_K,
+    candidate_windows,
+    context_text,
+    split_windows,
+)
 from localjudge.scorers.text import split_statements
 
-WINDOW_TOKENS = 96
-TOP_K = 4
+sys.path.insert(0, str(Path(__file__).parent))
+from combine import missing_share  # noqa: E402  (word overlap's graded share, as combine.py reads it)
+from evaluate import WINDOW_TOKENS  # noqa: E402  (the windows every evaluation here uses)
+
+TOP_K = DEFAULT_TOP_K  # the scorers' k
 SEPARATOR = "\n\n"
 WAYS = ("mean", "lowest")
 
@@ -141,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
         "--model", default="gemma-3-270m", help="a registry name or a .gguf path (no adapter)"
     )
     args = parser.parse_args(argv)
-    from combine import missing_share  # word overlap's graded share, as combine.py reads it
-
     rows, errors = read_rows(args.data, "hallucination")
     if errors:
         raise SystemExit(f"{args.data}: {len(errors)} rows could not be read")

@@ -39,10 +39,10 @@ from pathlib import Path
 from localjudge.judge import Judge
 from localjudge.quality.labelled import VERDICT_TOKENS, prompts_of, statements_of
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.evidence import p_yes
+from localjudge.scorers.evidence import DEFAULT_TOP_K, p_yes
 
 TASK = "hallucination"
-TOP_K = 4
+TOP_K = DEFAULT_TOP_K  # the scorers' k: 4
 FILE = "held-out-sources_hallucination.jsonl"
 CLAMP = 1e-6
 
