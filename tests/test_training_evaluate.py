@@ -259,8 +259,9 @@ def test_a_statements_prior_reads_it_against_a_window_of_another_document():
     assert prior.unrelated_contexts(rows) == [("doc two",), ("doc two",), ("doc one",)]
     with pytest.raises(SystemExit):
         prior.unrelated_contexts(rows[:2])
-    # a statement its window clears (0.2) but that any window would nearly clear (0.25) is
-    # read as barely supported; one its window clears far below its prior, as well supported
+    # a statement its best window clears (0.2) that a window about something else clears
+    # almost as well (0.25) counts as barely supported (3 / 7, near 0.5); one that its window
+    # clears far below its prior (0.3 against 0.99) counts as well supported
     scores = prior.row_scores([{"p": [0.6, 0.2], "p0": 0.25}, {"p": [0.3], "p0": 0.99}])
     assert scores["plain"] == pytest.approx(0.3)
     assert scores["contrast"] == pytest.approx(3 / 7)  # odds (0.2 / 0.8) / (0.25 / 0.75) = 3 / 4
@@ -273,5 +274,5 @@ def test_training_and_evaluation_use_the_windows_the_shipped_judge_reads():
 
     _, entries = load_registry()
     shipped = entries["gemma-3-270m-judge"].recommended["window_tokens"]
-    assert load("evaluate").WINDOW_TOKENS == shipped
-    assert load("make_data").WINDOW_TOKENS == shipped
+    assert shipped == load("evaluate").WINDOW_TOKENS
+    assert shipped == load("make_data").WINDOW_TOKENS

@@ -9,8 +9,8 @@ nothing supports it. Per row, three scores, each the largest over its statements
 
     plain     the lowest P(yes) over its windows, as the scorer reads it (no cascade)
     contrast  sigmoid(logit(plain) - logit(P(yes) against the unrelated window)): 0.5 when
-              the best window makes the statement no less likely unsupported than a window
-              about something else
+              the best window leaves the statement as likely unsupported as a window about
+              something else does, lower the more the evidence clears it
     share     (the row's score, not the largest) the share of its statements with plain at
               or above 0.5, the hallucination scorer's score; reported, deciding nothing
 
