@@ -276,3 +276,22 @@ def test_training_and_evaluation_use_the_windows_the_shipped_judge_reads():
     shipped = entries["gemma-3-270m-judge"].recommended["window_tokens"]
     assert shipped == load("evaluate").WINDOW_TOKENS
     assert shipped == load("make_data").WINDOW_TOKENS
+
+
+def test_leaks_finds_judged_texts_in_training_once_each():
+    leaks = load("leaks")
+    premise = "Two wrestlers jump in a ring while an official watches the crowd."
+    claim = "A claim that was judged and sits inside a longer training text here."
+    train = [
+        ("context", premise, "snli/entailment"),
+        ("text", f"Before it. {claim} After it.", "toxigen/hate"),
+    ]
+    judged = [
+        ("context", premise.upper(), "snli/neutral"),
+        ("context", premise, "snli/entailment"),  # the same text again: counted once
+        ("text", claim, "toxigen/hate"),
+        ("context", f"{claim} More.", "q2/consistent"),  # a context only counts when whole
+        ("text", "too short", "q2/consistent"),
+    ]
+    found = leaks.leaks(train, judged)
+    assert found == {("snli", "context"): [premise.upper()], ("toxigen", "text"): [claim]}
