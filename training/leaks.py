@@ -22,10 +22,13 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from localjudge.quality.labelled import devset_rows
+
+sys.path.insert(0, str(Path(__file__).parent))
+from make_data import FILES  # noqa: E402  (where each source's file lies under --sources)
+
 MIN_CHARS = 40
-ETHOS = (
-    "intelligence-csd-auth-gr+Ethos-Hate-Speech-Dataset/ethos/ethos_data/Ethos_Dataset_Binary.csv"
-)
+ETHOS = Path(*FILES["ethos"])  # its whole CSV, as make_data.py reads it
 JUDGED_FILES = ("held-out-sources_*.jsonl", "heldout_*.jsonl")
 
 Text = tuple[str, str, str]  # (field, text, group)
@@ -48,8 +51,6 @@ def texts_of(path: Path) -> Iterator[Text]:
 
 
 def judged_texts(folders: Iterable[Path], sources: Path | None) -> Iterator[Text]:
-    from localjudge.quality.labelled import devset_rows
-
     for folder in folders:
         for pattern in JUDGED_FILES:
             for path in sorted(folder.glob(pattern)):
