@@ -3,8 +3,8 @@
 held-out files, ETHOS's whole CSV under `--sources`, and the built-in dev sets) that is a
 training text, or (a text, claim or input) inside one, counted by the judged row's source
 and field (each distinct text once), with the first example. Case and runs of whitespace
-are ignored. A check made
-before training (training/RESULTS.md says what each recipe's check printed).
+are ignored. A check made before training (training/RESULTS.md says what each recipe's
+check printed).
 
     .venv/bin/python training/make_data.py --sources training/sources --out /tmp/allheld --hold-out begin,q2,ethos,ucc,conan,convabuse,summedits,bump --upto
     .venv/bin/python training/leaks.py --train training/data-AnTx --judged /tmp/allheld training/data-AnT --sources training/sources
