@@ -935,6 +935,7 @@ def test_additions_come_in_one_shape(make_data):
 def load_script(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "training" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -1342,3 +1343,78 @@ def test_sentence_support_judges_each_statement_beside_its_closest_window_s_shar
     lines = support.table(records)
     assert lines[2] == "| 0% to 50% of its words | 1 | 1 (100%) |"
     assert lines[-1] == "| 90% to 100% of its words | 1 | 0 (0%) |"
+
+
+def git_repo(path: Path, files: dict[str, bytes]) -> str:
+    """A one-commit repository at `path` holding `files`; its commit."""
+    import subprocess
+
+    for name, data in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_bytes(data)
+    run = lambda *args: subprocess.run(  # noqa: E731
+        ["git", "-C", str(path), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    run("init", "--quiet")
+    run("add", "-A")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "data")
+    return run("rev-parse", "HEAD")
+
+
+def test_get_sources_takes_each_file_at_its_commit_and_checks_its_sha256(
+    tmp_path, make_data, monkeypatch, capsys
+):
+    get_sources = load_script("get_sources")
+    github = tmp_path / "github"
+    (github / "someone").mkdir(parents=True)
+    files = {"data/rows.csv": b"a,b\n1,2\n", "all/one.txt": b"one\n", "all/two.txt": b"two\n"}
+    commit = git_repo(github / "someone" / "rows.git", files)
+    folder = tmp_path / "folder"  # the folder's sha256 as make_data.py computes it
+    folder.mkdir()
+    for name in ("one.txt", "two.txt"):
+        (folder / name).write_bytes(files[f"all/{name}"])
+    data_md = tmp_path / "DATA.md"
+    data_md.write_text(
+        "| Source | Repository @ commit |\n|---|---|\n"
+        f"| Rows | `someone/rows` @ `{commit}` |\n\n"
+        "| File | sha256 | Bytes |\n|---|---|---|\n"
+        f"| `someone+rows/data/rows.csv` | `{hashlib.sha256(files['data/rows.csv']).hexdigest()}` "
+        "| 8 |\n"
+        f"| `someone+rows/all/` | `{make_data.sha256_of(folder)}` | 2 files |\n"
+    )
+    out, clones = tmp_path / "sources", tmp_path / "clones"
+    args = ["--out", str(out), "--clones", str(clones), "--data-md", str(data_md)]
+    # with no clone and --offline, nothing is reached for
+    assert get_sources.main([*args, "--offline"]) == 2
+    assert "no clone of someone/rows" in capsys.readouterr().err
+    monkeypatch.setattr(get_sources, "GITHUB", github.as_uri())
+    assert get_sources.main(args) == 0
+    assert "2 files of 1 repositories (2 written)" in capsys.readouterr().out
+    assert (out / "someone+rows" / "data" / "rows.csv").read_bytes() == files["data/rows.csv"]
+    assert sorted(p.name for p in (out / "someone+rows" / "all").iterdir()) == [
+        "one.txt",
+        "two.txt",
+    ]
+    # a second run, offline now, finds every file in place and writes none
+    assert get_sources.main([*args, "--offline"]) == 0
+    assert "(0 written)" in capsys.readouterr().out
+    # a file whose bytes at the commit are not DATA.md's is an error and is not written
+    (out / "someone+rows" / "data" / "rows.csv").unlink()
+    rows_sha256 = hashlib.sha256(files["data/rows.csv"]).hexdigest()
+    data_md.write_text(data_md.read_text().replace(rows_sha256, "0" * 64))
+    assert get_sources.main([*args, "--offline"]) == 2
+    err = capsys.readouterr().err
+    assert "someone+rows/data/rows.csv" in err and "sha256 differs" in err
+    assert not (out / "someone+rows" / "data" / "rows.csv").exists()
+    assert list((out / "someone+rows" / "data").iterdir()) == []  # no scratch left behind
+
+
+def test_get_sources_reads_every_repository_data_md_names_at_one_commit(make_data):
+    get_sources = load_script("get_sources")
+    data_md = (ROOT / "training" / "DATA.md").read_text(encoding="utf-8")
+    files = get_sources.recorded(data_md)
+    assert len({f.repo for f in files}) == 15 and len(files) == len(make_data.recorded_hashes())
+    with pytest.raises(get_sources.SourceError, match="at two commits"):
+        get_sources.recorded("`a/b` @ `" + "1" * 40 + "`\n`a/b` @ `" + "2" * 40 + "`\n")
+    with pytest.raises(get_sources.SourceError, match="no commit for a\\+b"):
+        get_sources.recorded("| `a+b/x.csv` | `" + "3" * 64 + "` | 1 |\n")

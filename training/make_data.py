@@ -158,11 +158,15 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# a row of DATA.md's table of files: | `owner+name/path` | `sha256` | ...
+HASH_ROW = re.compile(r"\|\s*`([^`]+)`\s*\|\s*`([0-9a-f]{64})`\s*\|")
+
+
 def recorded_hashes() -> dict[str, str]:
     """`path -> sha256` from the table in DATA.md (the one place they are written)."""
     table = {}
     for line in (HERE / "DATA.md").read_text(encoding="utf-8").splitlines():
-        found = re.match(r"\|\s*`([^`]+)`\s*\|\s*`([0-9a-f]{64})`\s*\|", line)
+        found = HASH_ROW.match(line)
         if found:
             table[found.group(1)] = found.group(2)
     return table
