@@ -295,3 +295,17 @@ def test_leaks_finds_judged_texts_in_training_once_each():
     ]
     found = leaks.leaks(train, judged)
     assert found == {("snli", "context"): [premise.upper()], ("toxigen", "text"): [claim]}
+
+
+def test_leaks_says_so_when_ethos_csv_is_not_under_sources(tmp_path, capsys):
+    leaks = load("leaks")
+    train = tmp_path / "train"
+    train.mkdir()
+    (train / "train_toxicity.jsonl").write_text(
+        json.dumps({"text": "a training text long enough to be compared here", "label": True})
+        + "\n"
+    )
+    assert leaks.main(["--train", str(train), "--judged", str(tmp_path)]) == 0
+    args = ["--train", str(train), "--judged", str(tmp_path), "--sources", str(tmp_path)]
+    assert leaks.main(args) == 2  # never a check made without ETHOS
+    assert "leaks: missing source file" in capsys.readouterr().err

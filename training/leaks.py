@@ -15,7 +15,6 @@ Runs in localjudge's own virtual environment.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 import sys
@@ -25,10 +24,9 @@ from pathlib import Path
 from localjudge.quality.labelled import devset_rows
 
 sys.path.insert(0, str(Path(__file__).parent))
-from make_data import FILES  # noqa: E402  (where each source's file lies under --sources)
+from make_data import SourceError, ethos, recorded_hashes, source_path  # noqa: E402
 
 MIN_CHARS = 40
-ETHOS = Path(*FILES["ethos"])  # its whole CSV, as make_data.py reads it
 JUDGED_FILES = ("held-out-sources_*.jsonl", "heldout_*.jsonl")
 
 Text = tuple[str, str, str]  # (field, text, group)
@@ -55,10 +53,9 @@ def judged_texts(folders: Iterable[Path], sources: Path | None) -> Iterator[Text
         for pattern in JUDGED_FILES:
             for path in sorted(folder.glob(pattern)):
                 yield from texts_of(path)
-    if sources is not None and (sources / ETHOS).exists():
-        with (sources / ETHOS).open(encoding="utf-8") as handle:
-            for row in csv.DictReader(handle, delimiter=";"):
-                yield "text", row["comment"], "ethos/all"
+    if sources is not None:  # every comment, as make_data.py reads them; sha256 checked
+        for example in ethos(source_path(sources, "ethos", recorded_hashes())):
+            yield "text", example.text, "ethos/all"
     for task in ("toxicity", "hallucination"):
         for row in devset_rows(task):
             yield "text", row.text, f"dev/{task}"
@@ -92,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     train = [t for path in sorted(args.train.glob("train_*.jsonl")) for t in texts_of(path)]
     if not train:
         raise SystemExit(f"leaks: no train_*.jsonl in {args.train}")
-    found = leaks(train, judged_texts(args.judged, args.sources))
+    try:
+        found = leaks(train, judged_texts(args.judged, args.sources))
+    except SourceError as exc:
+        print(f"leaks: {exc}", file=sys.stderr)
+        return 2
     for (source, field), texts in sorted(found.items()):
         print(f"{source}\t{field}\t{len(texts)}\t{texts[0][:80]!r}")
     if not found:
