@@ -17,7 +17,7 @@ TEST_WHEELHOUSE := .localjudge/wheelhouse
 NO_AMX      := $(if $(filter x86_64 amd64 AMD64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16,)
 LLAMA_BUILD_ENV := CFLAGS="$(strip $(CFLAGS) $(NO_AMX))" CXXFLAGS="$(strip $(CXXFLAGS) $(NO_AMX))"
 
-.PHONY: install run test test-fast test-report lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps browser-deps train-judge train-deps test-training
+.PHONY: install run test test-fast test-report lint format bench bench-serve quality install-cuda wheelhouse clean interop-deps browser-deps train-judge train-deps test-training train-sources train-sets
 
 install: $(STAMP)
 	@$(PY) -m localjudge models assemble >/dev/null
@@ -125,6 +125,16 @@ train-judge: install train-deps
 		--llama-cpp $(LLAMA_CPP_SRC) --outfile $(TUNED_ADAPTER)
 	$(PY) training/evaluate.py --adapter $(TUNED_ADAPTER) --data training/data \
 		--out training/out/quality.json
+
+# The --sources folder: every file training/DATA.md lists, from the repositories at its
+# commits (cloned from GitHub into training/.cache/clones when not there), sha256 checked.
+train-sources:
+	$(PYTHON) training/get_sources.py --out $(TRAIN_SOURCES)
+
+# The data folders RESULTS.md's recipes are judged on (git ignores them), each made as its
+# section made it and checked against the saved runs that judged it.
+train-sets: install train-sources
+	$(PY) training/measured_sets.py --sources $(TRAIN_SOURCES)
 
 # train.py's own tests, in the training venv (localjudge's venv has no torch and skips them)
 test-training: train-deps

@@ -1418,3 +1418,63 @@ def test_get_sources_reads_every_repository_data_md_names_at_one_commit(make_dat
         get_sources.recorded("`a/b` @ `" + "1" * 40 + "`\n`a/b` @ `" + "2" * 40 + "`\n")
     with pytest.raises(get_sources.SourceError, match="no commit for a\\+b"):
         get_sources.recorded("| `a+b/x.csv` | `" + "3" * 64 + "` | 1 |\n")
+
+
+def test_measured_sets_makes_a_folder_and_checks_it_against_the_run_that_judged_it(
+    tmp_path, make_data, monkeypatch, capsys
+):
+    measured_sets = load_script("measured_sets")
+    rows = [{"text": f"text {i}", "label": i % 2 == 0, "group": "src/a"} for i in range(6)]
+    draw = tmp_path / "draw"
+    draw.mkdir()
+    (draw / "held-out-sources_toxicity.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )
+    judged = {"task": "toxicity", "set": "held-out sources", "way": "tuned",
+              "labels": [r["label"] for r in rows[-4:]], "row_groups": ["src/a"] * 4}  # fmt: skip
+    results = tmp_path / "results"
+    (results / "r").mkdir(parents=True)
+    (results / "r" / "quality.json").write_text(json.dumps({"sets": [judged]}))
+    keep = measured_sets.copy("held-out-sources_toxicity.jsonl", last=4)
+    monkeypatch.setattr(measured_sets, "SETS", (measured_sets.MeasuredSet(
+        "data-x", None, lambda _, folder, sources: keep(draw, folder, sources),
+        (measured_sets.held("r/quality.json", "toxicity"),), "a section"),))  # fmt: skip
+    training = tmp_path / "training"
+    training.mkdir()
+    args = ["--sources", str(tmp_path), "--training", str(training), "--results", str(results)]
+    assert measured_sets.main(args) == 0
+    assert "data-x: made" in capsys.readouterr().out
+    made = training / "data-x" / "held-out-sources_toxicity.jsonl"
+    assert [json.loads(line)["text"] for line in made.read_text().splitlines()] == [
+        "text 2", "text 3", "text 4", "text 5",
+    ]  # fmt: skip
+    assert measured_sets.main(args) == 0
+    assert "data-x: there" in capsys.readouterr().out
+    # rows other than the run judged: made again, refused, and what was there left alone
+    judged["labels"] = judged["labels"][::-1]
+    (results / "r" / "quality.json").write_text(json.dumps({"sets": [judged]}))
+    before = made.read_text()
+    made.write_text(before + before)
+    assert measured_sets.main(args) == 2
+    err = capsys.readouterr().err
+    assert "data-x/held-out-sources_toxicity.jsonl: not the rows r/quality.json judged" in err
+    assert made.read_text() == before + before
+    assert measured_sets.main([*args, "--only", "y"]) == 2
+    assert "unknown folder data-y" in capsys.readouterr().err
+
+
+def test_measured_sets_keeps_the_shared_sources_rows_only(tmp_path):
+    measured_sets = load_script("measured_sets")
+    draw, folder = tmp_path / "draw", tmp_path / "folder"
+    draw.mkdir(), folder.mkdir()
+    for task, groups in (("toxicity", ["davidson/x", "stormfront/y", "toxigen/z"]),
+                         ("hallucination", ["snli/x", "fever/y"])):  # fmt: skip
+        (draw / f"heldout_{task}.jsonl").write_text(
+            "".join(json.dumps({"text": g, "label": True, "group": g}) + "\n" for g in groups)
+        )
+    measured_sets.shared(draw, folder, tmp_path)
+    kept = lambda task: [  # noqa: E731
+        json.loads(line)["group"]
+        for line in (folder / f"heldout_{task}.jsonl").read_text().splitlines()
+    ]
+    assert kept("toxicity") == ["davidson/x", "toxigen/z"] and kept("hallucination") == ["snli/x"]
