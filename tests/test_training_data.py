@@ -1478,3 +1478,18 @@ def test_measured_sets_keeps_the_shared_sources_rows_only(tmp_path):
         for line in (folder / f"heldout_{task}.jsonl").read_text().splitlines()
     ]
     assert kept("toxicity") == ["davidson/x", "toxigen/z"] and kept("hallucination") == ["snli/x"]
+
+
+def test_each_measured_set_names_saved_runs_and_a_results_section_that_exist(make_data):
+    measured_sets = load_script("measured_sets")
+    results = ROOT / "training" / "results"
+    headings = [
+        line.removeprefix("### ")
+        for line in (ROOT / "training" / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("### ")
+    ]
+    for measured in measured_sets.SETS:
+        assert any(h.startswith(measured.section) for h in headings), measured.folder
+        for judged in measured.judged:
+            saved = measured_sets.saved_sets(results / judged.run)
+            assert (judged.task, judged.name) in saved, (measured.folder, judged)
