@@ -92,14 +92,11 @@ def clone_of(repo: str, commit: str, clones: Path, *, download: bool, whole: boo
         url = f"{GITHUB}/{owner}/{name}.git"
         print(f"cloning {url}", file=sys.stderr)
         partial = [] if whole else ["--filter=blob:none"]
-        done = subprocess.run(
-            ["git", "clone", "--quiet", *partial, "--no-checkout", url, str(clone)],
-            capture_output=True,
-        )
-        if done.returncode != 0:
+        try:
+            git(clones, "clone", "--quiet", *partial, "--no-checkout", url, repo)
+        except SourceError:
             shutil.rmtree(clone, ignore_errors=True)
-            reason = done.stderr.decode(errors="replace").strip().splitlines()
-            raise SourceError(f"cannot clone {url}: {reason[-1] if reason else 'git failed'}")
+            raise
     try:
         git(clone, "cat-file", "-e", f"{commit}^{{commit}}")
     except SourceError:
