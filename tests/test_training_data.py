@@ -1409,6 +1409,26 @@ def test_get_sources_takes_each_file_at_its_commit_and_checks_its_sha256(
     assert list((out / "someone+rows" / "data").iterdir()) == []  # no scratch left behind
 
 
+def test_get_sources_says_what_git_failed_on(tmp_path, monkeypatch, capsys):
+    get_sources = load_script("get_sources")
+    commit = "1" * 40
+    data_md = tmp_path / "DATA.md"
+    data_md.write_text(
+        f"| Rows | `someone/gone` @ `{commit}` |\n\n"
+        f"| `someone+gone/rows.csv` | `{'0' * 64}` | 8 |\n"
+    )
+    monkeypatch.setattr(get_sources, "GITHUB", (tmp_path / "github").as_uri())
+    args = ["--out", str(tmp_path / "sources"), "--clones", str(tmp_path / "clones")]
+    assert get_sources.main([*args, "--data-md", str(data_md)]) == 2
+    err = capsys.readouterr().err
+    # git's own fatal line, not the hint it prints after it
+    assert "git clone" in err and "fatal:" in err and "repository exists" not in err
+    assert not (tmp_path / "clones" / "someone+gone").exists()
+    assert get_sources.git_error(b"hint: a\nerror: b\nhint: c\n") == "error: b"
+    assert get_sources.git_error(b"just this\n\n") == "just this"
+    assert get_sources.git_error(b"") == "failed"
+
+
 def test_get_sources_reads_every_repository_data_md_names_at_one_commit(make_data):
     get_sources = load_script("get_sources")
     data_md = (ROOT / "training" / "DATA.md").read_text(encoding="utf-8")

@@ -70,11 +70,20 @@ def recorded(data_md: str) -> list[SourceFile]:
     return files
 
 
+def git_error(stderr: bytes) -> str:
+    """The line of git's stderr that says what failed: its first `fatal:` or `error:` line
+    (a failed clone follows it with hints), else its last line."""
+    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line
+    return lines[-1] if lines else "failed"
+
+
 def git(clone: Path, *args: str) -> bytes:
     done = subprocess.run(["git", "-C", str(clone), *args], capture_output=True)
     if done.returncode != 0:
-        message = done.stderr.decode(errors="replace").strip().splitlines()
-        raise SourceError(f"git {args[0]} in {clone}: {message[-1] if message else 'failed'}")
+        raise SourceError(f"git {args[0]} in {clone}: {git_error(done.stderr)}")
     return done.stdout
 
 
