@@ -1584,6 +1584,12 @@ def collect(
     }
 
 
+def ethos_rows(sources: Path) -> list[dict]:
+    """Every ETHOS comment as a `quality_row`, its file's sha256 checked: the rows the
+    toxicity threshold's check judges (`toxicity_threshold_capped.py`, `measured_sets.py`)."""
+    return [quality_row(e) for e in ethos(source_path(sources, "ethos", recorded_hashes()))]
+
+
 def quality_row(example: Example, whole: bool = False) -> dict:
     """A row in `localjudge quality --data` format; `whole`: against the whole document a
     window was cut from, as a user's context would come (the judge picks the windows)."""

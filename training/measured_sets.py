@@ -28,7 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from make_data import ethos, quality_row, recorded_hashes, source_path  # noqa: E402
+from make_data import ethos_rows  # noqa: E402
 from spread import same_rows, saved_sets  # noqa: E402
 
 from localjudge.quality.rows import read_rows  # noqa: E402
@@ -67,21 +67,20 @@ def shared(draw: Path, folder: Path, sources: Path) -> None:
         (folder / f"heldout_{task}.jsonl").write_text("".join(rows), encoding="utf-8")
 
 
-def ethos_rows(sources: Path) -> str:
+def ethos_lines(sources: Path) -> str:
     """Every ETHOS comment as `toxicity_threshold_capped.py` writes them (its --rows)."""
-    path = source_path(sources, "ethos", recorded_hashes())
-    return "".join(json.dumps(quality_row(e)) + "\n" for e in ethos(path))
+    return "".join(json.dumps(row) + "\n" for row in ethos_rows(sources))
 
 
 def threshold(draw: Path | None, folder: Path, sources: Path) -> None:
-    (folder / "ethos.jsonl").write_text(ethos_rows(sources), encoding="utf-8")
+    (folder / "ethos.jsonl").write_text(ethos_lines(sources), encoding="utf-8")
 
 
 def unseen_tox(draw: Path, folder: Path, sources: Path) -> None:
     """ETHOS's comments, then ConvAbuse's test split as data-CA holds it out."""
     convabuse = (draw / "held-out-sources_toxicity.jsonl").read_text(encoding="utf-8")
     (folder / "held-out-sources_toxicity.jsonl").write_text(
-        ethos_rows(sources) + convabuse, encoding="utf-8"
+        ethos_lines(sources) + convabuse, encoding="utf-8"
     )
 
 

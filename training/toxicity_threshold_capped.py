@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from make_data import ethos, quality_row, recorded_hashes, source_path
+from make_data import ethos_rows
 from toxicity_threshold import GUARDS, cell, judged, unseen_rows, versus_half
 
 from localjudge.quality.calibration import choose_threshold
@@ -43,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     fitting = unseen_rows(args.sources)
-    hashes = recorded_hashes()
-    check = {"ethos": [quality_row(e) for e in ethos(source_path(args.sources, "ethos", hashes))]}
+    check = {"ethos": ethos_rows(args.sources)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     scores = judged({**fitting, **check}, args.rows, args.trained_heldout)
     saved = json.loads(args.saved.read_text(encoding="utf-8"))["scores"]
