@@ -24,7 +24,7 @@ from pathlib import Path
 from localjudge.quality.labelled import devset_rows
 
 sys.path.insert(0, str(Path(__file__).parent))
-from make_data import SourceError, ethos, recorded_hashes, source_path  # noqa: E402
+from make_data import SourceError, ethos_rows  # noqa: E402
 
 MIN_CHARS = 40
 JUDGED_FILES = ("held-out-sources_*.jsonl", "heldout_*.jsonl")
@@ -54,8 +54,8 @@ def judged_texts(folders: Iterable[Path], sources: Path | None) -> Iterator[Text
             for path in sorted(folder.glob(pattern)):
                 yield from texts_of(path)
     if sources is not None:  # every comment, as make_data.py reads them; sha256 checked
-        for example in ethos(source_path(sources, "ethos", recorded_hashes())):
-            yield "text", example.text, "ethos/all"
+        for row in ethos_rows(sources):
+            yield "text", row["text"], "ethos/all"
     for task in ("toxicity", "hallucination"):
         for row in devset_rows(task):
             yield "text", row.text, f"dev/{task}"

@@ -1586,7 +1586,8 @@ def collect(
 
 def ethos_rows(sources: Path) -> list[dict]:
     """Every ETHOS comment as a `quality_row`, its file's sha256 checked: the rows the
-    toxicity threshold's check judges (`toxicity_threshold_capped.py`, `measured_sets.py`)."""
+    toxicity threshold's check judges (`toxicity_threshold_capped.py`, `measured_sets.py`)
+    and the texts `leaks.py` looks for."""
     return [quality_row(e) for e in ethos(source_path(sources, "ethos", recorded_hashes()))]
 
 

@@ -30,6 +30,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from make_data import ethos_rows  # noqa: E402
 from spread import same_rows, saved_sets  # noqa: E402
+from toxicity_threshold import jsonl  # noqa: E402
 
 from localjudge.quality.rows import read_rows  # noqa: E402
 
@@ -67,20 +68,16 @@ def shared(draw: Path, folder: Path, sources: Path) -> None:
         (folder / f"heldout_{task}.jsonl").write_text("".join(rows), encoding="utf-8")
 
 
-def ethos_lines(sources: Path) -> str:
-    """Every ETHOS comment as `toxicity_threshold_capped.py` writes them (its --rows)."""
-    return "".join(json.dumps(row) + "\n" for row in ethos_rows(sources))
-
-
 def threshold(draw: Path | None, folder: Path, sources: Path) -> None:
-    (folder / "ethos.jsonl").write_text(ethos_lines(sources), encoding="utf-8")
+    # every ETHOS comment as `toxicity_threshold_capped.py` writes them (its --rows)
+    (folder / "ethos.jsonl").write_text(jsonl(ethos_rows(sources)), encoding="utf-8")
 
 
 def unseen_tox(draw: Path, folder: Path, sources: Path) -> None:
     """ETHOS's comments, then ConvAbuse's test split as data-CA holds it out."""
     convabuse = (draw / "held-out-sources_toxicity.jsonl").read_text(encoding="utf-8")
     (folder / "held-out-sources_toxicity.jsonl").write_text(
-        ethos_lines(sources) + convabuse, encoding="utf-8"
+        jsonl(ethos_rows(sources)) + convabuse, encoding="utf-8"
     )
 
 

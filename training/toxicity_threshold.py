@@ -100,6 +100,11 @@ def unseen_rows(sources: Path) -> dict[str, list[dict]]:
     }
 
 
+def jsonl(rows: list[dict]) -> str:
+    """Rows as `judged` writes them to `--rows`, one JSON object a line."""
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
 def judged(
     records: dict[str, list[dict]], rows_dir: Path, trained_heldout: Path
 ) -> dict[str, tuple[list[bool], list[float]]]:
@@ -111,7 +116,7 @@ def judged(
     sets = {}
     for name, found in records.items():
         written = rows_dir / f"{name}.jsonl"
-        written.write_text("".join(json.dumps(r) + "\n" for r in found), encoding="utf-8")
+        written.write_text(jsonl(found), encoding="utf-8")
         sets[name] = read_rows(written, "toxicity")[0]
     sets[GUARDS[0]] = read_rows(trained_heldout, "toxicity")[0]
     sets[GUARDS[1]] = devset_rows("toxicity")
