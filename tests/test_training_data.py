@@ -291,6 +291,25 @@ def test_fever_pairs_are_detokenized_and_labelled_by_their_evidence(make_data, t
     )
 
 
+def test_multinli_pairs_are_labelled_by_entailment_alone(make_data, tmp_path):
+    path = tmp_path / "dev.txt"
+    path.write_text(
+        "entailment\t(The Shia are dominant in Iran.)\tIn Iran, dominance is held by the Shia.\n"
+        "not_entailment\tThe sun had not come up yet.\tThe sun was setting.\n"
+        "entailment\t(The Shia are dominant in Iran.)\tIn Iran, dominance is held by the Shia.\n"
+        "neutral\tA premise.\tA label DocNLI never writes.\n"
+        "entailment\tA premise with no hypothesis.\n"
+        "not_entailment\t \tAn empty premise.\n",
+        encoding="utf-8",
+    )
+    examples = make_data.mnli(path)  # a pair met twice is kept once; other shapes left out
+    assert [(e.source, e.label, e.text, e.context) for e in examples] == [
+        ("mnli/entailment", "no", "In Iran, dominance is held by the Shia.",
+         ("(The Shia are dominant in Iran.)",)),
+        ("mnli/not-entailment", "yes", "The sun was setting.", ("The sun had not come up yet.",)),
+    ]  # fmt: skip
+
+
 def test_windowed_examples_keep_their_evidence_and_label_within_the_window_size(make_data):
     fillers = [f"Filler sentence number {i} about nothing." for i in range(30)]
     examples = [
@@ -1433,7 +1452,7 @@ def test_get_sources_reads_every_repository_data_md_names_at_one_commit(make_dat
     get_sources = load_script("get_sources")
     data_md = (ROOT / "training" / "DATA.md").read_text(encoding="utf-8")
     files = get_sources.recorded(data_md)
-    assert len({f.repo for f in files}) == 15 and len(files) == len(make_data.recorded_hashes())
+    assert len({f.repo for f in files}) == 16 and len(files) == len(make_data.recorded_hashes())
     with pytest.raises(get_sources.SourceError, match="at two commits"):
         get_sources.recorded("`a/b` @ `" + "1" * 40 + "`\n`a/b` @ `" + "2" * 40 + "`\n")
     with pytest.raises(get_sources.SourceError, match="no commit for a\\+b"):

@@ -118,6 +118,13 @@ BUMP = "dataminr-ai+BUMP"
 BUMP_TASKS = ("task1", "task2")
 for _task in BUMP_TASKS:
     FILES[f"bump_{_task}"] = (BUMP, f"data/{_task}_dataset.json")
+# MultiNLI (Williams et al. 2018) in DocNLI's binary form (Yin et al. 2021): premises from
+# ten genres of written and spoken English (letters, government reports, travel guides,
+# fiction, telephone talk, ...) with hypotheses people wrote as entailed or not. The
+# repository is BSD-3 (Salesforce); MultiNLI's text is the OANC's (free for any use) and,
+# for its fiction, CC BY-SA 3.0, CC BY 3.0 or public domain. `dev.txt` is half of MultiNLI's
+# own development pairs. Trained on only with `--add mnli`.
+FILES["mnli_dev"] = ("salesforce+DocNLI", "Data/binary-MNLI/dev.txt")
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
     "mental_disability", "mexican", "middle_east", "muslim", "native_american",
@@ -545,6 +552,25 @@ def fever(*paths: Path) -> list[Example]:
             verdict = "no" if record["label"] == "SUPPORTS" else "yes"
             out.append(Example("hallucination", f"fever/{record['label'].lower()}", verdict,
                                claim, (evidence,)))  # fmt: skip
+    return out
+
+
+def mnli(path: Path) -> list[Example]:
+    """MultiNLI pairs, one `label<TAB>premise<TAB>hypothesis` line each: an entailed
+    hypothesis is supported ("no"); one that is contradicted or only possible is not ("yes":
+    the premise does not say it). A line of another shape, or a pair met twice, is left out."""
+    out, seen = [], set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split("\t")
+        if len(parts) != 3 or parts[0] not in ("entailment", "not_entailment"):
+            continue
+        label, premise, hypothesis = (part.strip() for part in parts)
+        if not premise or not hypothesis or (premise, hypothesis) in seen:
+            continue
+        seen.add((premise, hypothesis))
+        verdict = "no" if label == "entailment" else "yes"
+        source = "mnli/entailment" if verdict == "no" else "mnli/not-entailment"
+        out.append(Example("hallucination", source, verdict, hypothesis, (premise,)))
     return out
 
 
@@ -1390,6 +1416,7 @@ ADDED = {
     "ja-prodrop": {
         "hallucination": {"ja-prodrop/supported": 50, "ja-prodrop/unsupported": 50}
     },
+    "mnli": {"hallucination": {"mnli/entailment": 120, "mnli/not-entailment": 120}},
 }  # fmt: skip
 
 
@@ -1563,6 +1590,9 @@ def collect(
         more += japanese_prodrop(600, random.Random(f"{SEED}:ja-prodrop"))
     if "q2" in added or "q2/" in held_out:
         more += q2({name: path(f"q2_{name}") for name in Q2_FILES})
+    if "mnli" in added:  # set among unrelated sentences as SNLI's are, from its own generator
+        rows = mnli(path("mnli_dev"))
+        more += in_windows(rows, fillers, count_tokens, random.Random(f"{SEED}:mnli"))
     if "bump/" in held_out:  # measured only
         more += bump({task: path(f"bump_{task}") for task in BUMP_TASKS})
     if "summedits/" in held_out:  # the summaries, whole: measured only
