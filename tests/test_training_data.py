@@ -995,6 +995,45 @@ def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match
     assert alone.differences == {} and set(alone.ways) == {"judge"}
 
 
+def test_spread_reads_one_group_of_every_run_and_of_the_regenerated_rows(tmp_path):
+    spread = load_script("spread")
+    texts = ["You are an idiot.", "Have a nice day.", "Idiot, go away.", "Thanks a lot."] * 5
+    labels = [i % 2 == 0 for i in range(len(texts))]
+    groups = ["a/x" if i < 8 else "b/y" for i in range(len(texts))]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held-out-sources_toxicity.jsonl").write_text(
+        "".join(
+            json.dumps({"text": t, "label": y, "group": g}) + "\n"
+            for t, y, g in zip(texts, labels, groups, strict=True)
+        )
+    )
+    # right on group a, every row of group b called toxic
+    scores = [
+        (0.9 if y else 0.2) if g.startswith("a/") else 0.9
+        for y, g in zip(labels, groups, strict=True)
+    ]
+    entry = {
+        "way": "tuned", "task": "toxicity", "set": "held-out sources",
+        "scores": scores, "labels": labels, "row_groups": groups,
+    }  # fmt: skip
+    run = tmp_path / "quality-run.json"
+    run.write_text(json.dumps({"sets": [entry]}))
+    other = tmp_path / "quality-other.json"
+    other.write_text(json.dumps({"sets": [{**entry, "scores": [0.2] * len(texts)}]}))
+    ((_, _, whole),) = spread.rows_of(run, data, against=other)
+    assert whole.ways["judge"].balanced_accuracy.value == 0.7  # (10/10 + 4/10) / 2
+    ((_, _, a),) = spread.rows_of(run, data, against=other, group="a/")
+    assert a.ways["judge"].balanced_accuracy.value == 1.0
+    assert "word-list baseline" in a.differences  # the regenerated rows cut the same way
+    assert a.differences["quality-other"].balanced_accuracy.value == 0.5
+    ((_, _, b),) = spread.rows_of(run, data, group="b/")
+    assert b.ways["judge"].balanced_accuracy.value == 0.5
+    assert spread.rows_of(run, data, group="c/") == []  # a set with none of it: left out
+    ((_, _, means),) = spread.mean_rows([run], [other], group="a/")
+    assert means["difference"][0].value == 0.5
+
+
 def test_spread_means_of_seeds_pair_every_run_on_the_same_resamples(tmp_path):
     spread = load_script("spread")
     labels = [i % 3 == 0 for i in range(30)]

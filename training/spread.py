@@ -20,6 +20,9 @@ balanced accuracy and AUROC on the sets every run judged on the same rows, and t
 difference of the two means, all on the same resamples (RESULTS.md, "Seven times the data at
 a second seed").
 
+With `--group PREFIX` (`mnli/`, `summedits/`): each set read on the rows whose group starts
+with PREFIX only, in every run and in the regenerated rows; a set with none is left out.
+
 Runs in localjudge's own virtual environment.
 """
 
@@ -49,13 +52,29 @@ FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
 SOURCE_SET = "held-out source "  # evaluate.py's name for one of several held-out sources
 
 
-def saved_sets(path: Path) -> dict[tuple[str, str], dict]:
-    """The tuned judge's sets of an evaluate.py output, by (task, set)."""
-    return {
+def in_group(group: str | None, name: str | None) -> bool:
+    """Whether a row's group is one `--group` keeps (all rows without one)."""
+    return group is None or (name or "").startswith(group)
+
+
+def of_group(entry: dict, group: str) -> dict:
+    """A saved set cut to the rows whose group starts with `group`."""
+    keep = [i for i, name in enumerate(entry["row_groups"]) if in_group(group, name)]
+    return {**entry, **{k: [entry[k][i] for i in keep] for k in ("scores", "labels", "row_groups")}}
+
+
+def saved_sets(path: Path, group: str | None = None) -> dict[tuple[str, str], dict]:
+    """The tuned judge's sets of an evaluate.py output, by (task, set); with `group`, each
+    cut to the rows of that group prefix, and a set with none of them left out."""
+    sets = {
         (e["task"], e["set"]): e
         for e in json.loads(path.read_text())["sets"]
         if e.get("way", "tuned") == "tuned"
     }
+    if group is None:
+        return sets
+    cut = {key: of_group(entry, group) for key, entry in sets.items()}
+    return {key: entry for key, entry in cut.items() if entry["labels"]}
 
 
 def same_rows(entry: dict, labels: list, groups: list) -> bool:
@@ -81,19 +100,23 @@ def rows_of(
     data: Path | None = None,
     against: Path | None = None,
     against_threshold: dict[str, float] | None = None,
+    group: str | None = None,
 ) -> list[tuple[str, str, object]]:
     """(task, set, intervals) for every set an evaluate.py output holds: the judge's own,
     with `data` its lead over each baseline, and with `against` (another run's output) its
     lead over that run's judge on the same rows (None where the classes are not both
     there). `against_threshold` gives, per task, the P(yes) at or above which the other
-    run's judge says yes (default 0.5), as a judge with a shipped threshold is used."""
+    run's judge says yes (default 0.5), as a judge with a shipped threshold is used. With
+    `group`, only the rows whose group starts with it, in every run and in `data`."""
     cuts = against_threshold or {}
-    others = saved_sets(against) if against is not None else {}
+    others = saved_sets(against, group) if against is not None else {}
     out = []
-    for (task, name), entry in saved_sets(path).items():
+    for (task, name), entry in saved_sets(path, group).items():
         scores, labels = entry["scores"], entry["labels"]
         ways = [("judge", scores, [s >= 0.5 for s in scores])]
         rows = set_rows(data, task, name) if data is not None else None
+        if rows is not None:
+            rows = [r for r in rows if in_group(group, r.group)]
         if rows is not None and same_rows(entry, [r.label for r in rows], [r.group for r in rows]):
             shape = entry.get("statements", False)  # the baselines in the judge's shape
             ways += [
@@ -142,9 +165,12 @@ def side_means(
     }
 
 
-def mean_rows(side: list[Path], against: list[Path]) -> list[tuple[str, str, dict | None]]:
-    """(task, set, side_means) for every set all the runs judged on the same rows."""
-    runs = [saved_sets(path) for path in side + against]
+def mean_rows(
+    side: list[Path], against: list[Path], group: str | None = None
+) -> list[tuple[str, str, dict | None]]:
+    """(task, set, side_means) for every set all the runs judged on the same rows (with
+    `group`, the rows of that group prefix)."""
+    runs = [saved_sets(path, group) for path in side + against]
     out = []
     for key, entry in runs[0].items():
         if all(
@@ -211,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--against-mean-of", type=Path, nargs="+", default=None, help="the other side's runs"
     )
+    parser.add_argument(
+        "--group",
+        default=None,
+        metavar="PREFIX",
+        help="read only the rows whose group starts with PREFIX (e.g. mnli/), in every set",
+    )
     args = parser.parse_args(argv)
     if (args.mean_of is None) != (args.against_mean_of is None):
         parser.error("--mean-of and --against-mean-of go together")
@@ -227,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             "| task | set | side's mean: BAcc / AUROC | other side's mean | difference: BAcc / AUROC |"
         )
         print("|---|---|---|---|---|")
-        for task, name, means in mean_rows(args.mean_of, args.against_mean_of):
+        for task, name, means in mean_rows(args.mean_of, args.against_mean_of, args.group):
             if means is not None:
                 cells = [
                     " / ".join(f"{f:{spec}}" for f in means[k])
@@ -240,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| run | task | set | BAcc at 0.5 [95% interval] | AUROC [95% interval] | lead |")
     print("|---|---|---|---:|---:|---|")
     for path in args.results:
-        for task, name, spread in rows_of(path, args.data, args.against, cuts):
+        for task, name, spread in rows_of(path, args.data, args.against, cuts, args.group):
             if spread is None:
                 continue
             judge = spread.ways["judge"]
