@@ -959,22 +959,29 @@ def load_script(name: str):
     return module
 
 
-def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match(tmp_path):
-    spread = load_script("spread")
-    texts = ["You are an idiot.", "Have a nice day.", "Idiot, go away.", "Thanks a lot."] * 5
-    labels = [i % 2 == 0 for i in range(len(texts))]
+def toxicity_rows(tmp_path: Path, groups: list[str]) -> tuple[list[bool], Path]:
+    """A data folder whose held-out toxicity rows alternate toxic and civil texts, in these
+    groups (one a row); their labels and the folder."""
+    texts = ["You are an idiot.", "Have a nice day.", "Idiot, go away.", "Thanks a lot."]
+    labels = [i % 2 == 0 for i in range(len(groups))]
     data = tmp_path / "data"
     data.mkdir()
     (data / "held-out-sources_toxicity.jsonl").write_text(
         "".join(
-            json.dumps({"text": t, "label": y, "group": "g"}) + "\n"
-            for t, y in zip(texts, labels, strict=True)
+            json.dumps({"text": texts[i % len(texts)], "label": y, "group": g}) + "\n"
+            for i, (y, g) in enumerate(zip(labels, groups, strict=True))
         )
     )
+    return labels, data
+
+
+def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match(tmp_path):
+    spread = load_script("spread")
+    labels, data = toxicity_rows(tmp_path, ["g"] * 20)
     entry = {
         "way": "tuned", "task": "toxicity", "set": "held-out sources",
         "scores": [0.9 if y else 0.2 for y in labels], "labels": labels,
-        "row_groups": ["g"] * len(texts),
+        "row_groups": ["g"] * len(labels),
     }  # fmt: skip
     run = tmp_path / "quality-run.json"
     run.write_text(json.dumps({"sets": [entry]}))
@@ -984,7 +991,7 @@ def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match
     assert paired.ways["judge"].balanced_accuracy.value == 1.0
     # against another run on the same rows: paired, exactly its score gap in every resample
     other = tmp_path / "quality-other.json"
-    other.write_text(json.dumps({"sets": [{**entry, "scores": [0.2] * len(texts)}]}))
+    other.write_text(json.dumps({"sets": [{**entry, "scores": [0.2] * len(labels)}]}))
     ((_, _, both),) = spread.rows_of(run, data, against=other)
     gap = both.differences["quality-other"].balanced_accuracy
     assert (gap.value, gap.low, gap.high) == (0.5, 0.5, 0.5)
@@ -997,17 +1004,8 @@ def test_spread_pairs_a_saved_run_with_its_regenerated_rows_only_when_they_match
 
 def test_spread_reads_one_group_of_every_run_and_of_the_regenerated_rows(tmp_path):
     spread = load_script("spread")
-    texts = ["You are an idiot.", "Have a nice day.", "Idiot, go away.", "Thanks a lot."] * 5
-    labels = [i % 2 == 0 for i in range(len(texts))]
-    groups = ["a/x" if i < 8 else "b/y" for i in range(len(texts))]
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "held-out-sources_toxicity.jsonl").write_text(
-        "".join(
-            json.dumps({"text": t, "label": y, "group": g}) + "\n"
-            for t, y, g in zip(texts, labels, groups, strict=True)
-        )
-    )
+    groups = ["a/x" if i < 8 else "b/y" for i in range(20)]
+    labels, data = toxicity_rows(tmp_path, groups)
     # right on group a, every row of group b called toxic
     scores = [
         (0.9 if y else 0.2) if g.startswith("a/") else 0.9
@@ -1020,7 +1018,7 @@ def test_spread_reads_one_group_of_every_run_and_of_the_regenerated_rows(tmp_pat
     run = tmp_path / "quality-run.json"
     run.write_text(json.dumps({"sets": [entry]}))
     other = tmp_path / "quality-other.json"
-    other.write_text(json.dumps({"sets": [{**entry, "scores": [0.2] * len(texts)}]}))
+    other.write_text(json.dumps({"sets": [{**entry, "scores": [0.2] * len(labels)}]}))
     ((_, _, whole),) = spread.rows_of(run, data, against=other)
     assert whole.ways["judge"].balanced_accuracy.value == 0.7  # (10/10 + 4/10) / 2
     ((_, _, a),) = spread.rows_of(run, data, against=other, group="a/")

@@ -52,14 +52,9 @@ FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
 SOURCE_SET = "held-out source "  # evaluate.py's name for one of several held-out sources
 
 
-def in_group(group: str | None, name: str | None) -> bool:
-    """Whether a row's group is one `--group` keeps (all rows without one)."""
-    return group is None or (name or "").startswith(group)
-
-
 def of_group(entry: dict, group: str) -> dict:
     """A saved set cut to the rows whose group starts with `group`."""
-    keep = [i for i, name in enumerate(entry["row_groups"]) if in_group(group, name)]
+    keep = [i for i, name in enumerate(entry["row_groups"]) if (name or "").startswith(group)]
     return {**entry, **{k: [entry[k][i] for i in keep] for k in ("scores", "labels", "row_groups")}}
 
 
@@ -115,8 +110,8 @@ def rows_of(
         scores, labels = entry["scores"], entry["labels"]
         ways = [("judge", scores, [s >= 0.5 for s in scores])]
         rows = set_rows(data, task, name) if data is not None else None
-        if rows is not None:
-            rows = [r for r in rows if in_group(group, r.group)]
+        if rows is not None and group is not None:
+            rows = [r for r in rows if (r.group or "").startswith(group)]
         if rows is not None and same_rows(entry, [r.label for r in rows], [r.group for r in rows]):
             shape = entry.get("statements", False)  # the baselines in the judge's shape
             ways += [
