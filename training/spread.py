@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -48,8 +49,10 @@ from localjudge.quality.labelled import baselines
 from localjudge.quality.rows import read_rows
 from localjudge.scorers.registry import task_names, verdict_task
 
+sys.path.insert(0, str(Path(__file__).parent))
+from evaluate import SOURCE_SET, source_of  # noqa: E402  (the names evaluate.py gives its sets)
+
 FILES = {"held-out sources": "held-out-sources", "held-out": "heldout"}
-SOURCE_SET = "held-out source "  # evaluate.py's name for one of several held-out sources
 
 
 def of_group(entry: dict, group: str) -> dict:
@@ -86,7 +89,7 @@ def set_rows(data: Path, task: str, name: str) -> list | None:
     if name.startswith(SOURCE_SET):
         rows, _ = read_rows(data / f"{FILES['held-out sources']}_{task}.jsonl", task)
         source = name.removeprefix(SOURCE_SET)
-        return [r for r in rows if (r.group or "").split("/", 1)[0] == source]
+        return [r for r in rows if source_of(r.group) == source]
     return None
 
 
