@@ -269,6 +269,29 @@ def test_a_statements_prior_reads_it_against_a_window_of_another_document():
     assert prior.row_scores([]) == {"plain": 0.0, "contrast": 0.0, "share": 0.0}
 
 
+def test_antecedent_reads_a_flagged_statement_with_a_supported_one_before_it():
+    antecedent = load("antecedent")
+    # the text as written: no space added between Japanese sentences, the original spacing kept
+    text = "富士山は高い。静岡県にあります。"
+    assert antecedent.joined_texts(text, ["富士山は高い。", "静岡県にあります。"]) == [None, text]
+    assert antecedent.joined_texts("A b.  It c.", ["A b.", "It c."]) == [None, "A b.  It c."]
+    assert antecedent.joined_texts("A b. It c.", ["A b.", "Z"]) == [None, "A b. Z"]
+    after = antecedent.antecedent_scores
+    # flagged after a supported one, and cleared clearly together: the joined P(yes)
+    assert after([0.1, 0.9], [None, 0.05]) == [0.1, 0.05]
+    # cleared, but not clearly (0.46): stays flagged, as a wrong sentence carried by a right one
+    assert after([0.1, 0.9], [None, 0.46]) == [0.1, 0.9]
+    # the one before is flagged: no antecedent to lean on
+    assert after([0.9, 0.9], [None, 0.05]) == [0.9, 0.9]
+    # a chain: the second mended by the first, the third by the mended second
+    assert after([0.1, 0.9, 0.8], [None, 0.1, 0.2]) == [0.1, 0.1, 0.2]
+    # a statement that passes alone keeps its own P(yes); nothing to check scores 0
+    assert after([0.1, 0.3], [None, None]) == [0.1, 0.3]
+    record = {"plain": [0.1, 0.9], "joined": [None, 0.05]}
+    assert antecedent.row_scores(record) == {"plain": 0.9, "antecedent": 0.1}
+    assert antecedent.row_scores({"plain": [], "joined": []}) == {"plain": 0.0, "antecedent": 0.0}
+
+
 def test_training_and_evaluation_use_the_windows_the_shipped_judge_reads():
     from localjudge.model_registry import load_registry
 
