@@ -37,9 +37,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from localjudge.judge import Judge
-from localjudge.quality.labelled import VERDICT_TOKENS, prompts_of, statements_of
+from localjudge.quality.labelled import statements_of
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.evidence import DEFAULT_TOP_K, p_yes
+from localjudge.scorers.evidence import DEFAULT_TOP_K
+
+sys.path.insert(0, str(Path(__file__).parent))
+from prior import run_entry, set_entry  # noqa: E402  (evaluate.py's output shape)
+from windows import judge_windows  # noqa: E402
 
 TASK = "hallucination"
 FILE = "held-out-sources_hallucination.jsonl"
@@ -85,26 +89,11 @@ def antecedent_scores(plain: list[float], joined: list[float | None]) -> list[fl
 
 
 def lowest_p_yes(judge, rows: list, texts: list[str]) -> list[float | str]:
-    """Each text against its row's context in its 4 best windows: the lowest P(yes), or the
-    error's text when a prompt failed."""
-    requests, counts = [], []
-    for row, text in zip(rows, texts, strict=True):
-        prompts = prompts_of(judge, replace(row, text=text), TASK, windows=DEFAULT_TOP_K)
-        counts.append(len(prompts))
-        requests += [
-            judge.prompt_request(parts, "hallucination_verdict", VERDICT_TOKENS,
-                                 reasons_for=frozenset())
-            for parts, _ in prompts
-        ]  # fmt: skip
-    outcomes = judge.generate_many(requests)
-    out: list[float | str] = []
-    at = 0
-    for n in counts:
-        got = outcomes[at : at + n]
-        at += n
-        failed = next((o for o in got if isinstance(o, Exception)), None)
-        out.append(str(failed) if failed is not None else min(p_yes(o) for o in got))
-    return out
+    """Each text against its row's context in its 4 best windows (the judge's size): the
+    lowest P(yes), or the error's text when a prompt failed."""
+    mine = [replace(row, text=text) for row, text in zip(rows, texts, strict=True)]
+    judged = judge_windows(judge, mine, judge.window_tokens, ks=(DEFAULT_TOP_K,))
+    return [min(j["p"]) if "p" in j else j["error"] for j in judged]
 
 
 def judge_rows(judge, rows: list, chunk: int = 16) -> list[dict]:
@@ -135,9 +124,7 @@ def judge_rows(judge, rows: list, chunk: int = 16) -> list[dict]:
         per_row_joined: list[list[float | None]] = [[None] * len(p) for p in per_row]
         for (n, i, _), q in zip(wanted, joined, strict=True):
             per_row_joined[n][i] = q  # type: ignore[assignment]
-        out += [
-            {"plain": p, "joined": q} for p, q in zip(per_row, per_row_joined, strict=True)
-        ]
+        out += [{"plain": p, "joined": q} for p, q in zip(per_row, per_row_joined, strict=True)]
         print(f"antecedent: {min(start + chunk, len(rows))}/{len(rows)} rows", file=sys.stderr)
     return out
 
@@ -147,21 +134,6 @@ def row_scores(record: dict) -> dict[str, float]:
     plain = record["plain"]
     after = antecedent_scores(plain, record["joined"])
     return {"plain": max(plain, default=0.0), "antecedent": max(after, default=0.0)}
-
-
-def set_entry(name: str, judge_name: str, rows: list, scores: list[float]) -> dict:
-    """One set of an evaluate.py output, as spread.py and pairs.py read it."""
-    return {
-        "way": "tuned",
-        "judge": judge_name,
-        "task": TASK,
-        "set": name,
-        "statements": True,
-        "rows": len(rows),
-        "scores": scores,
-        "labels": [r.label for r in rows],
-        "row_groups": [r.group for r in rows],
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,15 +163,17 @@ def main(argv: list[str] | None = None) -> int:
         sets, pooled_rows, pooled_scores = [], [], []
         for name, rows in folders.items():
             scores = [row_scores(r)[way] for r in records[name]]
-            sets.append(set_entry(name, judge_name, rows, scores))
+            sets.append(set_entry(judge_name, rows, scores, name))
             pooled_rows += rows
             pooled_scores += scores
-        sets.append(set_entry("pooled", judge_name, pooled_rows, pooled_scores))
-        output = {"model": judge_name, "adapter": None, "statements": True, "sets": sets}
+        sets.append(set_entry(judge_name, pooled_rows, pooled_scores, "pooled"))
+        output = run_entry(judge_name, pooled_rows, pooled_scores, sets)
         (args.out / f"quality-{way}.json").write_text(json.dumps(output) + "\n")
     record = {"model": judge_name, "seconds": seconds, "statements": records}
     (args.out / "antecedent-statements.json").write_text(json.dumps(record) + "\n")
-    print(f"antecedent: {sum(map(len, folders.values()))} rows in {seconds} s; outputs in {args.out}")
+    print(
+        f"antecedent: {sum(map(len, folders.values()))} rows in {seconds} s; outputs in {args.out}"
+    )
     return 0
 
 

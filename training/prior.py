@@ -128,25 +128,29 @@ def row_scores(statements: list[dict]) -> dict[str, float]:
     }
 
 
-def run_entry(name: str, rows, scores: list[float]) -> dict:
-    """An evaluate.py output holding one set, as spread.py and pairs.py read it."""
+def set_entry(name: str, rows, scores: list[float], set_name: str = "held-out sources") -> dict:
+    """One set of an evaluate.py output (the judge `name` on `rows`, statement by statement),
+    as spread.py and pairs.py read it."""
+    return {
+        "way": "tuned",
+        "judge": name,
+        "task": TASK,
+        "set": set_name,
+        "statements": True,
+        "rows": len(rows),
+        "scores": scores,
+        "labels": [r.label for r in rows],
+        "row_groups": [r.group for r in rows],
+    }
+
+
+def run_entry(name: str, rows, scores: list[float], sets: list[dict] | None = None) -> dict:
+    """An evaluate.py output holding one set (or `sets`), as spread.py and pairs.py read it."""
     return {
         "model": name,
         "adapter": None,
         "statements": True,
-        "sets": [
-            {
-                "way": "tuned",
-                "judge": name,
-                "task": TASK,
-                "set": "held-out sources",
-                "statements": True,
-                "rows": len(rows),
-                "scores": scores,
-                "labels": [r.label for r in rows],
-                "row_groups": [r.group for r in rows],
-            }
-        ],
+        "sets": sets if sets is not None else [set_entry(name, rows, scores)],
     }
 
 
