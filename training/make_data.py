@@ -1724,6 +1724,40 @@ def begin_first_person(example: Example) -> bool:
     return example.source.startswith("begin/") and first_person(example.text)
 
 
+# word-share bands (the word-overlap baseline's share: a claim's words the context holds)
+SHARE_BANDS = (0.5, 0.7, 0.9)
+
+
+def share_band(example: Example) -> int | None:
+    """The band of a hallucination example's word share (0: under 0.5 ... 3: 0.9 or more);
+    None for a toxicity example or a claim with no words to count."""
+    from localjudge.scorers.baselines import word_share
+
+    if example.task != "hallucination":
+        return None
+    share = word_share(example.text, example.context)
+    return None if share is None else sum(share >= edge for edge in SHARE_BANDS)
+
+
+def balanced_by_share(examples: list[Example]) -> list[Example]:
+    """The examples, less hallucination examples of the label more frequent in their
+    word-share band, drawn at random down to the other label's count there, so that how much
+    of a claim its context holds says nothing of its label (`--balance-share`); every other
+    example, and the order, kept."""
+    bands: dict[tuple[int, str], list[int]] = {}
+    for i, example in enumerate(examples):
+        band = share_band(example)
+        if band is not None:
+            bands.setdefault((band, example.label), []).append(i)
+    dropped: set[int] = set()
+    rng = random.Random(f"{SEED}:balance-share")
+    for band in sorted({b for b, _ in bands}):
+        yes, no = bands.get((band, "yes"), []), bands.get((band, "no"), [])
+        more, fewer = (yes, no) if len(yes) > len(no) else (no, yes)
+        dropped.update(rng.sample(more, len(more) - len(fewer)))
+    return [e for i, e in enumerate(examples) if i not in dropped]
+
+
 def held_out_sources(value: str) -> list[str]:
     names = [n for n in value.split(",") if n]
     for name in names:
@@ -1827,6 +1861,13 @@ def main(argv: list[str] | None = None) -> int:
         help="drop: training leaves out the BEGIN replies with a first-person sentence, every "
         'other row and their order kept (RESULTS.md, "BEGIN in the training mix")',
     )
+    parser.add_argument(
+        "--balance-share",
+        action="store_true",
+        help="training keeps, in each band of word share (under 0.5, 0.5-0.7, 0.7-0.9, 0.9 "
+        "and more), as many hallucinated as supported claims, the more frequent label drawn "
+        'down at random (RESULTS.md, "Word share balanced within each band")',
+    )
     args = parser.parse_args(argv)
     if "q2" in args.add and "begin" in args.hold_out:
         parser.error(
@@ -1859,6 +1900,10 @@ def main(argv: list[str] | None = None) -> int:
             if split == "train" and args.begin_first_person == "drop":
                 chosen = [e for e in chosen if not begin_first_person(e)]
                 picks = {t: [e for e in p if not begin_first_person(e)] for t, p in picks.items()}
+            if split == "train" and args.balance_share:
+                kept = {id(e) for e in balanced_by_share(chosen)}
+                chosen = [e for e in chosen if id(e) in kept]
+                picks = {t: [e for e in p if id(e) in kept] for t, p in picks.items()}
             for task, picked in picks.items():
                 write_rows(args.out / f"{split}_{task}.jsonl", picked)
             with (args.out / f"{split}.tokens.jsonl").open("w", encoding="utf-8") as f:
