@@ -52,6 +52,38 @@ def test_a_source_file_that_differs_from_its_hash_is_refused(make_data, tmp_path
         make_data.source_path(tmp_path, "esnli_s1", make_data.recorded_hashes())
 
 
+def test_balance_share_evens_the_labels_within_each_word_share_band(make_data):
+    E = make_data.Example
+    context = ("The bridge over the river opened in 1931 after four years of work.",)
+    claims = [
+        "The bridge opened in 1931.",
+        "The river bridge opened in 1931.",
+        "Four years of work.",
+        "The bridge opened after four years of work.",
+        "The bridge over the river opened.",
+    ]
+    copied = [E("hallucination", "snli/entailment", "no", claim, context) for claim in claims]
+    wrong = "The bridge opened in 1931 over the river."  # every word in the context
+    copied_wrong = [E("hallucination", "snli/contradiction", "yes", wrong, context)]
+    cats = [f"A cat sleeps on a warm mat {i}." for i in range(3)]
+    unrelated = [E("hallucination", "snli/neutral", "yes", cat, context) for cat in cats]
+    unrelated_ok = [E("hallucination", "synthetic/copy", "no", "Dogs bark at night.", context)]
+    toxic = [E("toxicity", "toxigen/hate", "yes", f"Statement {i}.") for i in range(4)]
+    examples = copied + unrelated + toxic + copied_wrong + unrelated_ok
+    assert {make_data.share_band(e) for e in copied + copied_wrong} == {3}
+    assert {make_data.share_band(e) for e in unrelated + unrelated_ok} == {0}
+    assert make_data.share_band(toxic[0]) is None
+    kept = make_data.balanced_by_share(examples)
+    held = [e for e in kept if e.task == "hallucination"]
+    by_band = {(make_data.share_band(e), e.label) for e in held}
+    assert sorted(by_band) == [(0, "no"), (0, "yes"), (3, "no"), (3, "yes")]
+    assert len(held) == 4  # one of each label in each band: the more frequent label drawn down
+    assert copied_wrong[0] in kept and unrelated_ok[0] in kept  # the rarer label all kept
+    assert [e for e in kept if e.task == "toxicity"] == toxic  # toxicity untouched
+    assert kept == [e for e in examples if e in kept]  # the order kept
+    assert make_data.balanced_by_share(examples) == kept  # the same draw every time
+
+
 def test_the_split_follows_the_text_only(make_data):
     a = make_data.Example("toxicity", "x", "yes", "Some statement here.")
     b = make_data.Example("toxicity", "y", "no", "  some statement HERE. ")
