@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             pooled_rows += rows
             pooled_scores += scores
         sets.append(set_entry(judge_name, pooled_rows, pooled_scores, "pooled"))
-        output = run_entry(judge_name, pooled_rows, pooled_scores, sets)
+        output = run_entry(judge_name, sets)
         (args.out / f"quality-{way}.json").write_text(json.dumps(output) + "\n")
     record = {"model": judge_name, "seconds": seconds, "statements": records}
     (args.out / "antecedent-statements.json").write_text(json.dumps(record) + "\n")

@@ -144,14 +144,9 @@ def set_entry(name: str, rows, scores: list[float], set_name: str = "held-out so
     }
 
 
-def run_entry(name: str, rows, scores: list[float], sets: list[dict] | None = None) -> dict:
-    """An evaluate.py output holding one set (or `sets`), as spread.py and pairs.py read it."""
-    return {
-        "model": name,
-        "adapter": None,
-        "statements": True,
-        "sets": sets if sets is not None else [set_entry(name, rows, scores)],
-    }
+def run_entry(name: str, sets: list[dict]) -> dict:
+    """An evaluate.py output holding `sets` (`set_entry`), as spread.py and pairs.py read it."""
+    return {"model": name, "adapter": None, "statements": True, "sets": sets}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     scores = [row_scores(j) for j in judged]
     args.out.mkdir(parents=True, exist_ok=True)
     for way in ("plain", "contrast", "share"):
-        entry = run_entry(name, rows, [s[way] for s in scores])
+        entry = run_entry(name, [set_entry(name, rows, [s[way] for s in scores])])
         (args.out / f"quality-{way}.json").write_text(json.dumps(entry) + "\n")
     record = {"model": name, "data": str(args.data), "seconds": seconds, "statements": judged}
     (args.out / "prior-statements.json").write_text(json.dumps(record) + "\n")
