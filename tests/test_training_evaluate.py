@@ -276,6 +276,7 @@ def test_antecedent_reads_a_flagged_statement_with_a_supported_one_before_it():
     assert antecedent.joined_texts(text, ["富士山は高い。", "静岡県にあります。"]) == [None, text]
     assert antecedent.joined_texts("A b.  It c.", ["A b.", "It c."]) == [None, "A b.  It c."]
     assert antecedent.joined_texts("A b. It c.", ["A b.", "Z"]) == [None, "A b. Z"]
+    assert antecedent.joined_texts("?", []) == []  # nothing to check, nothing to join
     after = antecedent.antecedent_scores
     # flagged after a supported one, and cleared clearly together: the joined P(yes)
     assert after([0.1, 0.9], [None, 0.05]) == [0.1, 0.05]

@@ -67,7 +67,7 @@ def joined_texts(text: str, statements: list[str]) -> list[str | None]:
     """Per statement, the text from the start of the one before it to its own end (None for
     the first); the two joined by a space where `text` does not hold them as they are."""
     found = spans(text, statements)
-    out: list[str | None] = [None]
+    out: list[str | None] = [None] if statements else []
     for i in range(1, len(statements)):
         if found is None:
             out.append(f"{statements[i - 1]} {statements[i]}")
@@ -88,12 +88,15 @@ def antecedent_scores(plain: list[float], joined: list[float | None]) -> list[fl
     return out
 
 
-def lowest_p_yes(judge, rows: list, texts: list[str]) -> list[float | str]:
+def lowest_p_yes(judge, rows: list, texts: list[str]) -> list[float]:
     """Each text against its row's context in its 4 best windows (the judge's size): the
-    lowest P(yes), or the error's text when a prompt failed."""
+    lowest P(yes). A failed prompt stops the run: no row is scored without its verdict."""
     mine = [replace(row, text=text) for row, text in zip(rows, texts, strict=True)]
     judged = judge_windows(judge, mine, judge.window_tokens, ks=(DEFAULT_TOP_K,))
-    return [min(j["p"]) if "p" in j else j["error"] for j in judged]
+    failed = next((j["error"] for j in judged if "error" in j), None)
+    if failed is not None:
+        raise SystemExit(f"antecedent: a prompt failed: {failed}")
+    return [min(j["p"]) for j in judged]
 
 
 def judge_rows(judge, rows: list, chunk: int = 16) -> list[dict]:
@@ -106,24 +109,18 @@ def judge_rows(judge, rows: list, chunk: int = 16) -> list[dict]:
         owners = [n for n, mine in enumerate(said) for _ in mine]
         texts = [s for mine in said for s in mine]
         plain = lowest_p_yes(judge, [part[n] for n in owners], texts)
-        failed = next((p for p in plain if isinstance(p, str)), None)
-        if failed is not None:
-            raise SystemExit(f"antecedent: a prompt failed: {failed}")
         per_row: list[list[float]] = [[] for _ in part]
         for n, p in zip(owners, plain, strict=True):
-            per_row[n].append(p)  # type: ignore[arg-type]
+            per_row[n].append(p)
         wanted = []  # (row in part, statement, joined text)
         for n, (row, mine) in enumerate(zip(part, said, strict=True)):
             for i, text in enumerate(joined_texts(row.text, mine)):
                 if text is not None and per_row[n][i] >= THRESHOLD:
                     wanted.append((n, i, text))
         joined = lowest_p_yes(judge, [part[n] for n, _, _ in wanted], [t for *_, t in wanted])
-        failed = next((p for p in joined if isinstance(p, str)), None)
-        if failed is not None:
-            raise SystemExit(f"antecedent: a prompt failed: {failed}")
         per_row_joined: list[list[float | None]] = [[None] * len(p) for p in per_row]
         for (n, i, _), q in zip(wanted, joined, strict=True):
-            per_row_joined[n][i] = q  # type: ignore[assignment]
+            per_row_joined[n][i] = q
         out += [{"plain": p, "joined": q} for p, q in zip(per_row, per_row_joined, strict=True)]
         print(f"antecedent: {min(start + chunk, len(rows))}/{len(rows)} rows", file=sys.stderr)
     return out
