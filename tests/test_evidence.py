@@ -120,12 +120,16 @@ def test_nothing_is_gathered_for_a_claim_that_shares_no_word():
 
 def test_plan_windows_gathers_only_what_the_claims_windows_do_not_hold_and_shares_it():
     judge = FakeJudge(n_ctx=2400)
+    tokenized: list[str] = []
+    tokenize = judge.tokenize
+    judge.tokenize = lambda text: tokenized.append(text) or tokenize(text)
     context = [" ".join(FACTS[:20]), " ".join(FACTS[20:])]
     far = "There was frost in 2005 and in 2031."  # two sentences no window holds together
     near = "It was 2012."  # its one sentence is in its best window
     windows, chosen, left_out = plan_windows(
         judge, context, [far, near, far], mode=2, window_tokens=100, gather=True
     )
+    assert len(tokenized) == len(set(tokenized))  # gathering cuts again, tokenizes nothing twice
     first, second, third = chosen
     contiguous = [w for w in windows if not w.spans]
     assert len(first) == 3 and len(second) == 2 and left_out == [0, 0, 0]

@@ -6,6 +6,7 @@ A claim is supported when its best window supports it; that window is its eviden
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -229,6 +230,7 @@ def plan_windows(
     gathered windows are numbered after the context's."""
     from localjudge.prompts import claim_verdict_prompt
 
+    @functools.cache  # gathering cuts the same sentences again: each is tokenized once
     def count_tokens(piece: str) -> int:
         return len(judge.tokenize(piece))
 
