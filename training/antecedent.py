@@ -42,11 +42,9 @@ from localjudge.quality.rows import read_rows
 from localjudge.scorers.evidence import DEFAULT_TOP_K
 
 sys.path.insert(0, str(Path(__file__).parent))
-from prior import run_entry, set_entry  # noqa: E402  (evaluate.py's output shape)
+from prior import FILE, TASK, run_entry, set_entry  # noqa: E402  (evaluate.py's output shape)
 from windows import judge_windows  # noqa: E402
 
-TASK = "hallucination"
-FILE = "held-out-sources_hallucination.jsonl"
 THRESHOLD = 0.5  # the shipped judge's hallucination threshold (it ships none: 0.5)
 CLEAR_P = 0.2  # a joined reading counts when the judge clears it with 0.8 confidence
 
