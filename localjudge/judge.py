@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from pathlib import Path
 
 from localjudge.engine.base import Engine
@@ -38,11 +39,12 @@ from localjudge.model_registry import (
     weights_of,
 )
 from localjudge.paths import cache_dir
-from localjudge.prompts import PromptParts
+from localjudge.prompts import ChatQuestion, PromptParts
 from localjudge.scheduler import (
     BatchRuntime,
     GenerationRequest,
     GenerationResult,
+    Reread,
     SamplingParams,
     Scheduler,
 )
@@ -335,6 +337,7 @@ class Judge:
         The two prefix segments are shared at two levels: the instructions by every request,
         the shared part (an item's context) by the requests of that item.
         """
+        parts, _ = self.asked(parts)
         if self.chat_template is None:
             return (parts.instructions + "\n\n", parts.shared), parts.own
         start, own = "\x00localjudge-shared\x00", "\x00localjudge-own\x00"
@@ -427,6 +430,7 @@ class Judge:
         reasons_for: frozenset[str] | None = None,
         decision_field: str = "verdict",
         reason_field: str = "reason",
+        reread: Reread | None = None,
     ) -> GenerationRequest:
         """A request for `prefix + suffix`; `schema` None asks for free text (stops at an
         end-of-generation token or `max_tokens`). `on_text` receives the output as it is
@@ -446,6 +450,7 @@ class Judge:
             reasons_for=reasons_for,
             decision_field=decision_field,
             reason_field=reason_field,
+            reread=reread,
         )
 
     def prompt_request(
@@ -460,11 +465,28 @@ class Judge:
     ) -> GenerationRequest:
         """A request for a prompt: rendered for this judge, split into its shared prefix
         and its own part."""
+        parts, question = self.asked(parts)
+        reread = None
+        if question is not None:  # asked the chat way: read back in the caller's terms
+            reread = Reread(question.decision_field, decision_field, question.means)
+            schema, decision_field = question.schema, question.decision_field
+            if reasons_for is not None:
+                reasons_for = frozenset(
+                    v for v, meant in question.means.items() if meant in reasons_for
+                )
         prefix, suffix = self.split_prompt(parts)
         return self.request(
             suffix, schema, prefix=prefix, max_tokens=max_tokens, reasons_for=reasons_for,
-            decision_field=decision_field, reason_field=reason_field,
+            decision_field=decision_field, reason_field=reason_field, reread=reread,
         )  # fmt: skip
+
+    def asked(self, parts: PromptParts) -> tuple[PromptParts, ChatQuestion | None]:
+        """The prompt this judge is given: with a chat template, the question as `parts.chat`
+        puts it (and that question, to read the reply back), else `parts` as they are."""
+        question = parts.chat if self.chat_template is not None else None
+        if question is None:
+            return parts, None
+        return replace(parts, instructions=question.instructions, chat=None), question
 
     def submit(self, request: GenerationRequest) -> Future:
         return self.runtime.submit(request)

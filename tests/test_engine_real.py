@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from localjudge.engine import EngineConfig, LlamaEngine
@@ -138,15 +140,24 @@ def test_split_prompt_with_a_chat_template():
         judge.parse_special = True
         parts = claim_verdict_prompt(["The sky is blue."], "The sky is green.")
         (instructions, shared), own = judge.split_prompt(parts)
-        assert instructions + shared + own == judge.render(parts.messages())
+        asked, question = judge.asked(parts)  # a chat judge is asked whether it is supported
+        assert question is parts.chat and asked.instructions == question.instructions
+        assert instructions + shared + own == judge.render(asked.messages())
         assert shared.startswith("Context: The sky is blue.") and own.startswith(
             "Claim: The sky is green."
         )
         assert own.endswith("<start_of_turn>model\n")
-        request = judge.request(
-            own, "hallucination_verdict", prefix=(instructions, shared), max_tokens=40
-        )
-        assert judge.generate_many([request])[0].value["verdict"] in ("yes", "no")
+        request = judge.prompt_request(parts, "hallucination_verdict", 40)
+        assert request.prompt == instructions + shared + own
+        result = judge.generate_many([request])[0]
+        # the judge answers in its own terms; the caller reads Mastra's verdict
+        answered = json.loads(result.text)["supported"]
+        assert result.value["verdict"] == question.means[answered]
+        choice = result.choice("verdict")
+        assert choice.chosen == result.value["verdict"] and set(choice.probabilities) == {
+            "yes",
+            "no",
+        }
 
 
 def test_split_prompt_defuses_the_requests_own_text():

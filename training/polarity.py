@@ -11,7 +11,9 @@ five worked examples:
                   P(hallucinated) = P(no)
 
 and prints, per way, AUROC and balanced accuracy at 0.5 of P(hallucinated) against the
-labels (verdicts only: no reason is decoded).
+labels (verdicts only: no reason is decoded). Since session 76 the hallucination prompt
+asks a chat judge the `supported` way, in these very words (`_SUPPORT_INSTRUCTIONS` in
+localjudge/prompts/hallucination.py).
 
     .venv/bin/python training/polarity.py --model qwen-coder-0.5b --data training/data-AnT/heldout_hallucination.jsonl --out training/results/polarity/0.5b.json
 
@@ -24,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from localjudge.judge import Judge
@@ -36,8 +39,16 @@ from localjudge.quality.rows import read_rows
 _CONTEXT = "The Eiffel Tower was completed in 1889. It is about 330 metres tall."
 _EXAMPLES = [
     ("The Eiffel Tower was completed in 1899.", True, "The context says 1889, not 1899."),
-    ("The tower is roughly 300 metres high.", False, "About 300 metres agrees with about 330 metres."),
-    ("It was a pioneering masterpiece of engineering.", True, "The context gives no such judgement."),
+    (
+        "The tower is roughly 300 metres high.",
+        False,
+        "About 300 metres agrees with about 330 metres.",
+    ),
+    (
+        "It was a pioneering masterpiece of engineering.",
+        True,
+        "The context gives no such judgement.",
+    ),
     ("It was probably finished in the late 1880s.", False, "1889 is in the late 1880s."),
     ("It may have been painted red at first.", True, "The context says nothing about its colour."),
 ]
@@ -63,11 +74,15 @@ Reply with one JSON object: {{"supported":"yes" or "no","reason":"one short sent
 def _instructions(key: str) -> str:
     if key == "hallucinated":
         head = _HALLUCINATED.format(
-            rules=_RULES.format(praise="hallucinated", unstated="hallucinated", wrong="hallucinated")
+            rules=_RULES.format(
+                praise="hallucinated", unstated="hallucinated", wrong="hallucinated"
+            )
         )
     else:
         head = _SUPPORTED.format(
-            rules=_RULES.format(praise="not supported", unstated="not supported", wrong="not supported")
+            rules=_RULES.format(
+                praise="not supported", unstated="not supported", wrong="not supported"
+            )
         )
     shots = []
     for claim, hallucinated, reason in _EXAMPLES:
@@ -80,7 +95,10 @@ def _instructions(key: str) -> str:
 def _schema(key: str) -> dict:
     return {
         "type": "object",
-        "properties": {key: {"type": "string", "enum": ["yes", "no"]}, "reason": {"type": "string"}},
+        "properties": {
+            key: {"type": "string", "enum": ["yes", "no"]},
+            "reason": {"type": "string"},
+        },
         "required": [key, "reason"],
         "additionalProperties": False,
     }
@@ -95,8 +113,8 @@ WAYS = {  # way: (its key, the answer that means hallucinated)
 
 def prompt(way: str, context: list[str], claim: str) -> PromptParts:
     parts = claim_verdict_prompt(context, claim)
-    if way == "verdict":
-        return parts
+    if way == "verdict":  # the question as it was before session 76, for a chat judge too
+        return replace(parts, chat=None)
     return PromptParts(_instructions(WAYS[way][0]), parts.shared, parts.own, f"polarity/{way}")
 
 
@@ -105,8 +123,11 @@ def judge_way(judge: Judge, way: str, rows) -> list[float]:
     schema = "hallucination_verdict" if way == "verdict" else _schema(key)
     requests = [
         judge.prompt_request(
-            prompt(way, list(row.context), row.text), schema, 64,
-            reasons_for=frozenset(), decision_field=key,
+            prompt(way, list(row.context), row.text),
+            schema,
+            64,
+            reasons_for=frozenset(),
+            decision_field=key,
         )  # fmt: skip
         for row in rows
     ]

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -16,7 +17,7 @@ from localjudge.bench.replay import EngineReplay
 from localjudge.bench.results import WayResult, median
 from localjudge.grammar import load_schema
 from localjudge.judge import Judge
-from localjudge.prompts import claim_verdict_prompt
+from localjudge.prompts import PromptParts, claim_verdict_prompt
 from localjudge.scheduler.stats import SchedulerStats
 from localjudge.scorers.evidence import claim_contexts, plan_windows
 
@@ -60,9 +61,16 @@ def is_valid(text: str, schema: dict) -> bool:
     return True
 
 
+def verdict_prompt(context: list[str], claim: str) -> PromptParts:
+    """The hallucination prompt as every judge is asked it in the verdict grammar (`SCHEMA`):
+    bench times that one question, also on a chat judge, which the scorers ask whether the
+    context supports the claim (a prompt of the same shape and about the same length)."""
+    return replace(claim_verdict_prompt(context, claim), chat=None)
+
+
 def claim_prompts(judge: Judge, items) -> list[tuple[str, str]]:
     return [
-        judge.split_prompt(claim_verdict_prompt(context, claim))
+        judge.split_prompt(verdict_prompt(context, claim))
         for context, claims in items
         for claim in claims
     ]
@@ -76,7 +84,7 @@ def _window_prompts(judge: Judge, items, windows: int | str) -> list[list[tuple[
         cut, chosen, _ = plan_windows(judge, context, claims, mode=windows)
         for claim, mine in zip(claims, chosen, strict=True):
             texts = claim_contexts(context, cut, mine)
-            out.append([judge.split_prompt(claim_verdict_prompt(t, claim)) for t in texts])
+            out.append([judge.split_prompt(verdict_prompt(t, claim)) for t in texts])
     return out
 
 

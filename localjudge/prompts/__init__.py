@@ -1,6 +1,6 @@
 """Prompt builders: pure functions from data to text, versioned."""
 
-from localjudge.prompts.base import PromptParts
+from localjudge.prompts.base import ChatQuestion, PromptParts
 from localjudge.prompts.hallucination import (
     HALLUCINATION_PROMPT_VERSION,
     claim_verdict_prompt,
@@ -15,6 +15,7 @@ from localjudge.prompts.toxicity import (
 
 __all__ = [
     "HALLUCINATION_PROMPT_VERSION",
+    "ChatQuestion",
     "PromptParts",
     "TOXICITY_PROMPT_VERSION",
     "claim_verdict_prompt",

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ChatQuestion:
+    """The same question put the way a chat judge reads it: its own instructions, answered
+    in `schema` at `decision_field`, whose values `means` maps to the caller's verdict values.
+
+    Small instruct models answer "does the context support this?" whatever the rules say a
+    "yes" means (training/RESULTS.md, session 76), so the hallucination prompt asks them so
+    and the caller still reads `{"verdict": "yes"}` as hallucinated.
+    """
+
+    instructions: str
+    schema: str  # a grammar name under grammars/
+    decision_field: str  # the property the judge decides in
+    means: dict[str, str]  # the judge's value -> the caller's verdict value
 
 
 @dataclass(frozen=True)
@@ -17,6 +33,8 @@ class PromptParts:
     shared: str  # per-item data shared by all requests (the context)
     own: str  # per-request data (one claim), ending with the answer cue
     version: str  # prompt version, recorded with every result
+    # how a judge with a chat template is asked instead (None: the same way)
+    chat: ChatQuestion | None = field(default=None, compare=False)
 
     def messages(
         self, own_text: str | None = None, *, shared_text: str | None = None

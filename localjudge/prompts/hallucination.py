@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 
-from localjudge.prompts.base import PromptParts
+from localjudge.prompts.base import ChatQuestion, PromptParts
 
-HALLUCINATION_PROMPT_VERSION = "hallucination/2"
+# 3: a judge with a chat template is asked whether the context supports the claim
+# (`_SUPPORT_INSTRUCTIONS`); the completion prompt is version 2's
+HALLUCINATION_PROMPT_VERSION = "hallucination/3"
 
 _VERDICT_INSTRUCTIONS = """You are a careful fact checker. Compare ONE claim with the context and decide whether the claim is hallucinated.
 Answer "yes" when the claim is hallucinated: it contradicts the context, or the context does not say it.
@@ -43,6 +45,47 @@ Claim: It may have been painted red at first.
 Answer: {"verdict":"yes","reason":"The context says nothing about its colour."}"""
 
 
+# The same rules and worked examples asked the other way round, for judges with a chat
+# template: an instruct model answers "yes" when the context supports the claim whatever
+# the rules say a "yes" means (training/RESULTS.md, session 76).
+_SUPPORT_INSTRUCTIONS = """You are a careful fact checker. Compare ONE claim with the context and decide whether the context supports the claim.
+"supported": "yes" when the context states the claim or something that agrees with it.
+"supported": "no" when the claim contradicts the context, or the context does not say it.
+Rules:
+- Judge only against the context, never against your own knowledge.
+- Praise or opinion ("pioneering", "made history") is not supported unless the context says it.
+- "may", "probably" about a fact the context states is fine; about a fact it does not state, it is not supported.
+- A rounder number or a less precise date that agrees with the context is fine; a wrong number or date is not supported.
+Reply with one JSON object: {"supported":"yes" or "no","reason":"one short sentence"}.
+
+Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
+Claim: The Eiffel Tower was completed in 1899.
+Answer: {"supported":"no","reason":"The context says 1889, not 1899."}
+
+Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
+Claim: The tower is roughly 300 metres high.
+Answer: {"supported":"yes","reason":"About 300 metres agrees with about 330 metres."}
+
+Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
+Claim: It was a pioneering masterpiece of engineering.
+Answer: {"supported":"no","reason":"The context gives no such judgement."}
+
+Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
+Claim: It was probably finished in the late 1880s.
+Answer: {"supported":"yes","reason":"1889 is in the late 1880s."}
+
+Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
+Claim: It may have been painted red at first.
+Answer: {"supported":"no","reason":"The context says nothing about its colour."}"""
+
+_SUPPORT_QUESTION = ChatQuestion(
+    instructions=_SUPPORT_INSTRUCTIONS,
+    schema="hallucination_support",
+    decision_field="supported",
+    means={"yes": "no", "no": "yes"},  # supported: not hallucinated
+)
+
+
 def format_context(context: list[str]) -> str:
     """Context entries, one per line; a list of nothing says so plainly."""
     lines = [c.strip() for c in context if c.strip()]
@@ -56,6 +99,7 @@ def claim_verdict_prompt(context: list[str], claim: str) -> PromptParts:
         shared=f"Context: {format_context(context)}\n",
         own=f"Claim: {' '.join(claim.split())}\nAnswer: ",
         version=HALLUCINATION_PROMPT_VERSION,
+        chat=_SUPPORT_QUESTION,
     )
 
 

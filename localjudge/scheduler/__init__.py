@@ -6,6 +6,7 @@ from localjudge.scheduler.request import (
     ChoicePoint,
     GenerationRequest,
     GenerationResult,
+    Reread,
     SamplingParams,
     Timings,
     TokenCounts,
@@ -16,6 +17,7 @@ from localjudge.scheduler.stats import SchedulerStats
 
 __all__ = [
     "PrefixCache",
+    "Reread",
     "BatchRuntime",
     "ChoicePoint",
     "Finished",

@@ -247,6 +247,9 @@ class TokenChooser:
                 ChoicePoint(c.field, c.probabilities, chosen=str(value.get(c.field, "")))
                 for c in seq.choices
             ]
+            reread = seq.item.request.reread
+            if reread is not None:
+                value, choices = reread.value(value), [reread.choice(c) for c in choices]
             finish_reason = "budget" if seq.forced_close else "stop"
         result = GenerationResult(
             request_id=seq.request_id,

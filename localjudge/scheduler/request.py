@@ -60,6 +60,8 @@ class GenerationRequest:
     # the string property whose value `reasons_for` is read from, and the one skipped
     decision_field: str = "verdict"
     reason_field: str = "reason"
+    # the reply read in the caller's terms (a question asked the other way round); None: as is
+    reread: Reread | None = None
 
     def __post_init__(self) -> None:
         if self.reasons_for is not None:
@@ -89,6 +91,28 @@ class ChoicePoint:
     field: str  # the JSON property, e.g. "verdict"
     probabilities: dict[str, float]  # option -> probability from the masked logits
     chosen: str  # the option the decoding committed to
+
+
+@dataclass(frozen=True)
+class Reread:
+    """A reply read in the caller's terms: the judge decides in `field`, and the result
+    reports that decision as `as_field`, its values mapped by `means` (its probabilities
+    with them). The result's `text` stays what the judge wrote."""
+
+    field: str
+    as_field: str
+    means: dict[str, str]
+
+    def value(self, value: dict) -> dict:
+        mapped = {self.as_field: self.means[value[self.field]]}
+        mapped.update((k, v) for k, v in value.items() if k != self.field)
+        return mapped
+
+    def choice(self, choice: ChoicePoint) -> ChoicePoint:
+        if choice.field != self.field:
+            return choice
+        probabilities = {self.means[option]: p for option, p in choice.probabilities.items()}
+        return ChoicePoint(self.as_field, probabilities, self.means.get(choice.chosen, ""))
 
 
 @dataclass
