@@ -15,7 +15,7 @@ labels (verdicts only: no reason is decoded). Since session 76 the hallucination
 asks a chat judge the `supported` way, in these very words (`_SUPPORT_INSTRUCTIONS` in
 localjudge/prompts/hallucination.py).
 
-    .venv/bin/python training/polarity.py --model qwen-coder-0.5b --data training/data-AnT/heldout_hallucination.jsonl --out training/results/polarity/0.5b.json
+    .venv/bin/python training/polarity.py --model qwen-coder-0.5b --data training/data-AnT/heldout_hallucination.jsonl --out training/results/polarity/heldout-0.5b.json
 
 A measurement for training/RESULTS.md; it changes no default.
 """
@@ -31,65 +31,33 @@ from pathlib import Path
 
 from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
-from localjudge.prompts.hallucination import claim_verdict_prompt
+from localjudge.prompts.hallucination import (
+    _SUPPORT_INSTRUCTIONS,
+    _worked_examples,
+    claim_verdict_prompt,
+)
 from localjudge.quality.labelled import auroc
 from localjudge.quality.rows import read_rows
-
-# (claim, hallucinated, reason) against the one context every worked example shares
-_CONTEXT = "The Eiffel Tower was completed in 1889. It is about 330 metres tall."
-_EXAMPLES = [
-    ("The Eiffel Tower was completed in 1899.", True, "The context says 1889, not 1899."),
-    (
-        "The tower is roughly 300 metres high.",
-        False,
-        "About 300 metres agrees with about 330 metres.",
-    ),
-    (
-        "It was a pioneering masterpiece of engineering.",
-        True,
-        "The context gives no such judgement.",
-    ),
-    ("It was probably finished in the late 1880s.", False, "1889 is in the late 1880s."),
-    ("It may have been painted red at first.", True, "The context says nothing about its colour."),
-]
-_RULES = """Rules:
-- Judge only against the context, never against your own knowledge.
-- Praise or opinion ("pioneering", "made history") is {praise} unless the context says it.
-- "may", "probably" about a fact the context states is fine; about a fact it does not state, it is {unstated}.
-- A rounder number or a less precise date that agrees with the context is fine; a wrong number or date is {wrong}."""
 
 _HALLUCINATED = """You are a careful fact checker. Compare ONE claim with the context and decide whether the claim is hallucinated.
 "hallucinated": "yes" when the claim contradicts the context, or the context does not say it.
 "hallucinated": "no" when the context supports the claim.
-{rules}
-Reply with one JSON object: {{"hallucinated":"yes" or "no","reason":"one short sentence"}}."""
+Rules:
+- Judge only against the context, never against your own knowledge.
+- Praise or opinion ("pioneering", "made history") is hallucinated unless the context says it.
+- "may", "probably" about a fact the context states is fine; about a fact it does not state, it is hallucinated.
+- A rounder number or a less precise date that agrees with the context is fine; a wrong number or date is hallucinated.
+Reply with one JSON object: {"hallucinated":"yes" or "no","reason":"one short sentence"}.
 
-_SUPPORTED = """You are a careful fact checker. Compare ONE claim with the context and decide whether the context supports the claim.
-"supported": "yes" when the context states the claim or something that agrees with it.
-"supported": "no" when the claim contradicts the context, or the context does not say it.
-{rules}
-Reply with one JSON object: {{"supported":"yes" or "no","reason":"one short sentence"}}."""
+"""
 
 
 def _instructions(key: str) -> str:
-    if key == "hallucinated":
-        head = _HALLUCINATED.format(
-            rules=_RULES.format(
-                praise="hallucinated", unstated="hallucinated", wrong="hallucinated"
-            )
-        )
-    else:
-        head = _SUPPORTED.format(
-            rules=_RULES.format(
-                praise="not supported", unstated="not supported", wrong="not supported"
-            )
-        )
-    shots = []
-    for claim, hallucinated, reason in _EXAMPLES:
-        answer = "yes" if hallucinated == (key == "hallucinated") else "no"
-        body = json.dumps({key: answer, "reason": reason}, separators=(",", ":"))
-        shots.append(f"Context: {_CONTEXT}\nClaim: {claim}\nAnswer: {body}")
-    return head + "\n\n" + "\n\n".join(shots)
+    """The `hallucinated` way's instructions, or the `supported` way's (the package's chat
+    question since session 76), with the scorer prompt's worked examples."""
+    if key == "supported":
+        return _SUPPORT_INSTRUCTIONS
+    return _HALLUCINATED + _worked_examples("hallucinated", "yes")
 
 
 def _schema(key: str) -> dict:

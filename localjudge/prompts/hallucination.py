@@ -14,6 +14,38 @@ from localjudge.prompts.base import ChatQuestion, PromptParts
 # (`_SUPPORT_INSTRUCTIONS`); the completion prompt is version 2's
 HALLUCINATION_PROMPT_VERSION = "hallucination/3"
 
+# the worked examples both questions share: (claim, hallucinated, reason) against one context
+_EXAMPLE_CONTEXT = "The Eiffel Tower was completed in 1889. It is about 330 metres tall."
+_EXAMPLES = (
+    ("The Eiffel Tower was completed in 1899.", True, "The context says 1889, not 1899."),
+    (
+        "The tower is roughly 300 metres high.",
+        False,
+        "About 300 metres agrees with about 330 metres.",
+    ),
+    (
+        "It was a pioneering masterpiece of engineering.",
+        True,
+        "The context gives no such judgement.",
+    ),
+    ("It was probably finished in the late 1880s.", False, "1889 is in the late 1880s."),
+    ("It may have been painted red at first.", True, "The context says nothing about its colour."),
+)
+
+
+def _worked_examples(key: str, hallucinated_answer: str) -> str:
+    """The worked examples answered in `key`, a hallucinated claim with `hallucinated_answer`."""
+    other = {"yes": "no", "no": "yes"}[hallucinated_answer]
+    return "\n\n".join(
+        f"Context: {_EXAMPLE_CONTEXT}\nClaim: {claim}\nAnswer: "
+        + json.dumps(
+            {key: hallucinated_answer if hallucinated else other, "reason": reason},
+            separators=(",", ":"),
+        )
+        for claim, hallucinated, reason in _EXAMPLES
+    )
+
+
 _VERDICT_INSTRUCTIONS = """You are a careful fact checker. Compare ONE claim with the context and decide whether the claim is hallucinated.
 Answer "yes" when the claim is hallucinated: it contradicts the context, or the context does not say it.
 Answer "no" when the context supports the claim.
@@ -24,26 +56,7 @@ Rules:
 - A rounder number or a less precise date that agrees with the context is fine; a wrong number or date is hallucinated.
 Reply with one JSON object: {"verdict":"yes" or "no","reason":"one short sentence"}.
 
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: The Eiffel Tower was completed in 1899.
-Answer: {"verdict":"yes","reason":"The context says 1889, not 1899."}
-
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: The tower is roughly 300 metres high.
-Answer: {"verdict":"no","reason":"About 300 metres agrees with about 330 metres."}
-
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: It was a pioneering masterpiece of engineering.
-Answer: {"verdict":"yes","reason":"The context gives no such judgement."}
-
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: It was probably finished in the late 1880s.
-Answer: {"verdict":"no","reason":"1889 is in the late 1880s."}
-
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: It may have been painted red at first.
-Answer: {"verdict":"yes","reason":"The context says nothing about its colour."}"""
-
+""" + _worked_examples("verdict", "yes")
 
 # The same rules and worked examples asked the other way round, for judges with a chat
 # template: an instruct model answers "yes" when the context supports the claim whatever
@@ -58,25 +71,7 @@ Rules:
 - A rounder number or a less precise date that agrees with the context is fine; a wrong number or date is not supported.
 Reply with one JSON object: {"supported":"yes" or "no","reason":"one short sentence"}.
 
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: The Eiffel Tower was completed in 1899.
-Answer: {"supported":"no","reason":"The context says 1889, not 1899."}
-
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: The tower is roughly 300 metres high.
-Answer: {"supported":"yes","reason":"About 300 metres agrees with about 330 metres."}
-
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: It was a pioneering masterpiece of engineering.
-Answer: {"supported":"no","reason":"The context gives no such judgement."}
-
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: It was probably finished in the late 1880s.
-Answer: {"supported":"yes","reason":"1889 is in the late 1880s."}
-
-Context: The Eiffel Tower was completed in 1889. It is about 330 metres tall.
-Claim: It may have been painted red at first.
-Answer: {"supported":"no","reason":"The context says nothing about its colour."}"""
+""" + _worked_examples("supported", "no")
 
 _SUPPORT_QUESTION = ChatQuestion(
     instructions=_SUPPORT_INSTRUCTIONS,
