@@ -33,23 +33,24 @@ from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
 from localjudge.prompts.hallucination import (
     _SUPPORT_INSTRUCTIONS,
+    _VERDICT_INSTRUCTIONS,
     _worked_examples,
     claim_verdict_prompt,
 )
 from localjudge.quality.labelled import auroc
 from localjudge.quality.rows import read_rows
 
-_HALLUCINATED = """You are a careful fact checker. Compare ONE claim with the context and decide whether the claim is hallucinated.
-"hallucinated": "yes" when the claim contradicts the context, or the context does not say it.
-"hallucinated": "no" when the context supports the claim.
-Rules:
-- Judge only against the context, never against your own knowledge.
-- Praise or opinion ("pioneering", "made history") is hallucinated unless the context says it.
-- "may", "probably" about a fact the context states is fine; about a fact it does not state, it is hallucinated.
-- A rounder number or a less precise date that agrees with the context is fine; a wrong number or date is hallucinated.
-Reply with one JSON object: {"hallucinated":"yes" or "no","reason":"one short sentence"}.
-
-"""
+# the scorer's rules, the answer named by what "yes" means
+_HALLUCINATED = (
+    _VERDICT_INSTRUCTIONS.split("\n\n", 1)[0]
+    .replace(
+        'Answer "yes" when the claim is hallucinated: it contradicts',
+        '"hallucinated": "yes" when the claim contradicts',
+    )
+    .replace('Answer "no" when', '"hallucinated": "no" when')
+    .replace('{"verdict":', '{"hallucinated":')
+    + "\n\n"
+)
 
 
 def _instructions(key: str) -> str:
