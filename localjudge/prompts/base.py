@@ -33,7 +33,8 @@ class PromptParts:
     shared: str  # per-item data shared by all requests (the context)
     own: str  # per-request data (one claim), ending with the answer cue
     version: str  # prompt version, recorded with every result
-    # how a judge with a chat template is asked instead (None: the same way)
+    # how a judge with a chat template is asked instead (None: the same way); left out of
+    # == and hash (its `means` is a dict), as `version` already names the wording
     chat: ChatQuestion | None = field(default=None, compare=False)
 
     def messages(
