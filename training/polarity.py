@@ -12,8 +12,8 @@ five worked examples:
 
 and prints, per way, AUROC and balanced accuracy at 0.5 of P(hallucinated) against the
 labels (verdicts only: no reason is decoded). Since session 76 the hallucination prompt
-asks a chat judge the `supported` way, in these very words (`_SUPPORT_INSTRUCTIONS` in
-localjudge/prompts/hallucination.py).
+asks a chat judge the `supported` way (its `ChatQuestion`), so that way is the scorer's
+own prompt, read back as a verdict; `verdict` is the same prompt with that question left out.
 
     .venv/bin/python training/polarity.py --model qwen-coder-0.5b --data training/data-AnT/heldout_hallucination.jsonl --out training/results/polarity/heldout-0.5b.json
 
@@ -32,16 +32,15 @@ from pathlib import Path
 from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
 from localjudge.prompts.hallucination import (
-    _SUPPORT_INSTRUCTIONS,
     _VERDICT_INSTRUCTIONS,
     _worked_examples,
     claim_verdict_prompt,
 )
-from localjudge.quality.labelled import auroc
+from localjudge.quality.labelled import Agreement
 from localjudge.quality.rows import read_rows
 
-# the scorer's rules, the answer named by what "yes" means
-_HALLUCINATED = (
+# the scorer's rules and worked examples, the answer named by what "yes" means
+_HALLUCINATED_INSTRUCTIONS = (
     _VERDICT_INSTRUCTIONS.split("\n\n", 1)[0]
     .replace(
         'Answer "yes" when the claim is hallucinated: it contradicts',
@@ -50,69 +49,43 @@ _HALLUCINATED = (
     .replace('Answer "no" when', '"hallucinated": "no" when')
     .replace('{"verdict":', '{"hallucinated":')
     + "\n\n"
+    + _worked_examples("hallucinated", "yes")
 )
-
-
-def _instructions(key: str) -> str:
-    """The `hallucinated` way's instructions, or the `supported` way's (the package's chat
-    question since session 76), with the scorer prompt's worked examples."""
-    if key == "supported":
-        return _SUPPORT_INSTRUCTIONS
-    return _HALLUCINATED + _worked_examples("hallucinated", "yes")
-
-
-def _schema(key: str) -> dict:
-    return {
-        "type": "object",
-        "properties": {
-            key: {"type": "string", "enum": ["yes", "no"]},
-            "reason": {"type": "string"},
-        },
-        "required": [key, "reason"],
-        "additionalProperties": False,
-    }
-
-
-WAYS = {  # way: (its key, the answer that means hallucinated)
-    "verdict": ("verdict", "yes"),
-    "hallucinated": ("hallucinated", "yes"),
-    "supported": ("supported", "no"),
+_HALLUCINATED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "hallucinated": {"type": "string", "enum": ["yes", "no"]},
+        "reason": {"type": "string"},
+    },
+    "required": ["hallucinated", "reason"],
+    "additionalProperties": False,
 }
+WAYS = ("verdict", "hallucinated", "supported")
 
 
-def prompt(way: str, context: list[str], claim: str) -> PromptParts:
+def request(judge: Judge, way: str, context: list[str], claim: str):
+    """One claim's verdict-only request, and the field whose "yes" means hallucinated."""
     parts = claim_verdict_prompt(context, claim)
-    if way == "verdict":  # the question as it was before session 76, for a chat judge too
-        return replace(parts, chat=None)
-    return PromptParts(_instructions(WAYS[way][0]), parts.shared, parts.own, f"polarity/{way}")
+    if way == "hallucinated":
+        parts = PromptParts(
+            _HALLUCINATED_INSTRUCTIONS, parts.shared, parts.own, "polarity/hallucinated"
+        )
+        schema, field = _HALLUCINATED_SCHEMA, "hallucinated"
+    else:  # `supported` is the scorer's own chat question, read back as a verdict
+        parts = replace(parts, chat=None) if way == "verdict" else parts
+        schema, field = "hallucination_verdict", "verdict"
+    made = judge.prompt_request(parts, schema, 64, reasons_for=frozenset(), decision_field=field)
+    return made, field
 
 
 def judge_way(judge: Judge, way: str, rows) -> list[float]:
-    key, flagged = WAYS[way]
-    schema = "hallucination_verdict" if way == "verdict" else _schema(key)
-    requests = [
-        judge.prompt_request(
-            prompt(way, list(row.context), row.text),
-            schema,
-            64,
-            reasons_for=frozenset(),
-            decision_field=key,
-        )  # fmt: skip
-        for row in rows
-    ]
+    asked = [request(judge, way, list(row.context), row.text) for row in rows]
     scores = []
-    for outcome in judge.generate_many(requests):
+    for outcome, (_, field) in zip(judge.generate_many([r for r, _ in asked]), asked, strict=True):
         if isinstance(outcome, Exception):
             raise outcome
-        choice = outcome.choice(key)
-        scores.append(float(choice.probabilities.get(flagged, 0.0)))
+        scores.append(float(outcome.choice(field).probabilities.get("yes", 0.0)))
     return scores
-
-
-def balanced_accuracy(labels: list[bool], flags: list[bool]) -> float:
-    pos = [f for lab, f in zip(labels, flags, strict=True) if lab]
-    neg = [not f for lab, f in zip(labels, flags, strict=True) if not lab]
-    return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,12 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     labels = [row.label for row in rows]
     out = {"model": args.model, "data": str(args.data), "rows": len(rows), "ways": {}}
     with Judge.load(args.model) as judge:
+        if judge.chat_template is None:
+            print(f"{args.model} has no chat template: it is asked one way only", file=sys.stderr)
+            return 1
         for way in args.ways.split(","):
             started = time.perf_counter()
             scores = judge_way(judge, way, rows)
+            agreement = Agreement.of(labels, [s >= 0.5 for s in scores], scores)
             entry = {
-                "auroc": auroc(labels, scores),
-                "balanced_accuracy": balanced_accuracy(labels, [s >= 0.5 for s in scores]),
+                "auroc": agreement.auroc,
+                "balanced_accuracy": agreement.balanced_accuracy,
                 "flagged": sum(s >= 0.5 for s in scores),
                 "seconds": round(time.perf_counter() - started, 1),
                 "p_hallucinated": [round(s, 4) for s in scores],
