@@ -32,8 +32,10 @@ from localjudge.paths import cache_dir
 # no whitespace between JSON tokens: compact output, a small index, and long stretches of
 # text fixed by the schema (`{"verdict":"`) that jump-forward appends without logits
 WHITESPACE_PATTERN = ""
-_CACHE_VERSION = "4"
+_CACHE_VERSION = "5"
 _MAX_FORCED_BYTES = 256
+# the bytes after a fixed stretch where a token that runs on past it is the model's choice
+_OPEN_PUNCTUATION = frozenset(b'"[]{},:')
 try:  # the index's binary form is outlines-core's own: a new version means a new cache
     _OUTLINES_CORE_VERSION = version("outlines-core")
 except PackageNotFoundError:  # pragma: no cover - installed without metadata
@@ -270,6 +272,14 @@ def _forced_tokens(
     with the same byte; the canonical token is the longest allowed token spelling a prefix of
     them. Allowing only it keeps the language (the same strings stay reachable) and makes
     decoding the same with or without jump-forward.
+
+    One exception keeps a model's own token boundaries: where the fixed bytes end in JSON
+    punctuation that the schema leaves open (`{"claims":[` then `"` or `]`) and the vocabulary
+    has tokens that spell the fixed bytes and run on into it (`":["`), the state is not
+    forced. Its allowed tokens become the canonical one and those (`healing`), and the model
+    chooses among them: a BPE model that always writes `":["` is never made to continue
+    after `":[`, a boundary it has hardly seen. Enum values and free text start with other
+    bytes, so choice points and reasons are forced as before.
     """
     n_vocab = vocabulary.n_vocab
     first_byte = np.full(n_vocab, -1, dtype=np.int16)
@@ -280,7 +290,8 @@ def _forced_tokens(
         if len(piece) == 1:
             single.setdefault(piece[0], token)
 
-    def fixed_bytes(state: int) -> bytes:
+    def fixed_bytes(state: int) -> tuple[bytes, int]:
+        """The bytes fixed from `state`, and the state after them."""
         out = bytearray()
         while state not in final_states and len(out) < _MAX_FORCED_BYTES:
             ids = allowed.get(state)
@@ -295,18 +306,36 @@ def _forced_tokens(
                 break
             out.append(byte)
             state = transitions[state][token]
-        return bytes(out)
+        return bytes(out), state
+
+    def runs_into_punctuation(fixed: bytes, end: int, edges: dict[int, int]) -> list[int]:
+        """The tokens allowed here that spell `fixed` and go on into the JSON punctuation
+        the schema leaves open after it (none where anything else may follow)."""
+        ids = allowed.get(end)
+        if end in final_states or ids is None or len(ids) == 0:
+            return []
+        if not set(np.unique(first_byte[ids]).tolist()) <= _OPEN_PUNCTUATION:
+            return []
+        return sorted(
+            t
+            for t in edges
+            if t != vocabulary.eos_id
+            and len(piece := vocabulary.token_bytes.get(t, b"")) > len(fixed)
+            and piece.startswith(fixed)
+        )
 
     forced: dict[int, int] = {}
     for state, edges in transitions.items():
         if state in final_states:
             continue
-        fixed = fixed_bytes(state)
+        fixed, end = fixed_bytes(state)
         for size in range(len(fixed), 0, -1):
             candidates = [t for t in vocabulary.pieces.get(fixed[:size], ()) if t in edges]
             if candidates:
                 forced[state] = min(candidates)
                 break
+        if state in forced and (healing := runs_into_punctuation(fixed, end, edges)):
+            allowed[state] = np.array(sorted({forced.pop(state), *healing}), dtype=np.int64)
     return forced
 
 
