@@ -67,7 +67,7 @@ def _vocabulary_for(engine: Engine) -> TokenVocabulary:
     key = engine.cache_key
     cache_file = None
     if key is not None:
-        name = hashlib.sha256(f"v4|{key}|{engine.n_vocab}".encode()).hexdigest()[:32]
+        name = hashlib.sha256(f"v5|{key}|{engine.n_vocab}".encode()).hexdigest()[:32]
         cache_file = cache_dir("vocab") / f"{name}.npz"
         if cache_file.exists():
             try:

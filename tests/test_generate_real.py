@@ -136,6 +136,33 @@ def test_invalid_schema_is_a_clear_error(real_judge):
         real_judge.generate_json("x", {"type": "array"}, max_tokens=20)
 
 
+def test_the_model_keeps_its_own_token_boundaries_and_every_character_on_the_real_engine(
+    real_judge,
+):
+    engine = real_judge.engine
+    # Gemma writes `{"claims":["` as `{"`, `claims`, `":["`: after the forced `{"claims` the
+    # model chooses between `":["` and the canonical `":[`
+    claims = real_judge.grammar("claims")
+    state = claims.initial_state
+    while (token := claims.forced_token(state)) is not None:
+        state = claims.next_state(state, token)
+    allowed = {engine.detokenize([int(t)]) for t in claims.allowed[state]}
+    assert state in claims.narrowed and allowed == {'":[', '":["'}
+    # the verdict grammars force what they always forced: the embedded judge's P(yes) is
+    # read after the tokens it was trained with
+    for name in ("hallucination_verdict", "toxicity_verdict", "hallucination_support", "reason"):
+        assert not real_judge.grammar(name).narrowed
+    # 𠮷 has no token of its own: the tokenizer spells it in four raw bytes, and the
+    # grammar takes the tokenizer's own spelling of the whole reply
+    reply = '{"claims":["𠮷野家"]}'
+    tokens = engine.tokenize(reply, add_special=False)
+    state = claims.initial_state
+    for token in tokens:
+        state = claims.next_state(state, token)
+        assert state is not None, engine.detokenize([token])
+    assert claims.is_final(state)
+
+
 def test_empty_prompt_is_an_error(real_judge):
     with pytest.raises(GenerationError, match="empty prompt"):
         real_judge.generate_json("", "reason")

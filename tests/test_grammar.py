@@ -19,14 +19,22 @@ def test_vocabulary_filtering():
     assert not keep_token(b"<end_of_turn>", ATTR_CONTROL)
     assert not keep_token(b"x", ATTR_UNUSED)
     assert not keep_token(b"?", ATTR_UNKNOWN)
-    assert not keep_token(b"\xc3", 32)  # raw high byte
+    assert keep_token(b"\xc3", 32)  # a raw byte: BPE vocabularies spell characters with them
     assert keep_token(b"\xc3\xa9", 4)  # a whole UTF-8 character
     assert not keep_token(b"", 4)
     vocab = build_vocabulary(
-        [(0, b"a", 4), (1, b"</s>", 4), (2, b"a", 4), (3, b"\x9f", 32)], eos_id=1, n_vocab=4
+        [
+            (0, b"a", 4),
+            (1, b"</s>", 4),
+            (2, b"a", 4),
+            (3, b"\x9f", 32),
+            (4, b"<eot>", ATTR_CONTROL),
+        ],
+        eos_id=1,
+        n_vocab=5,
     )
-    assert vocab.pieces == {b"a": [0, 2]}
-    assert set(vocab.token_bytes) == {0, 2}
+    assert vocab.pieces == {b"a": [0, 2], b"\x9f": [3]}
+    assert set(vocab.token_bytes) == {0, 2, 3}
 
 
 def test_a_saved_vocabulary_loads_with_the_same_pieces_and_end_tokens(tmp_path):
@@ -42,10 +50,11 @@ def test_a_saved_vocabulary_loads_with_the_same_pieces_and_end_tokens(tmp_path):
     loaded = TokenVocabulary.load(tmp_path / "v.npz")
     assert loaded.fingerprint == vocab.fingerprint
     assert loaded.eog_ids == vocab.eog_ids == frozenset({1, 5})
-    assert loaded.ids.tolist() == [0, 2, 4]
-    assert [loaded.piece(t) for t in range(-1, 8)] == [b"", b"a", b"", b"a", b"", b"bc"] + [b""] * 3
-    assert loaded.token_bytes == vocab.token_bytes == {0: b"a", 2: b"a", 4: b"bc"}
-    assert loaded.pieces == vocab.pieces == {b"a": [0, 2], b"bc": [4]}
+    assert loaded.ids.tolist() == [0, 2, 3, 4]
+    pieces = [b"", b"a", b"", b"a", b"\x9f", b"bc"] + [b""] * 3
+    assert [loaded.piece(t) for t in range(-1, 8)] == pieces
+    assert loaded.token_bytes == vocab.token_bytes == {0: b"a", 2: b"a", 3: b"\x9f", 4: b"bc"}
+    assert loaded.pieces == vocab.pieces == {b"a": [0, 2], b"\x9f": [3], b"bc": [4]}
 
 
 @pytest.mark.parametrize(
@@ -84,6 +93,55 @@ def test_distances_and_closing(fake_vocabulary, tmp_home):
         # every closing token moves exactly one step closer to a final state
         for token in grammar.closing[state][:5]:
             assert grammar.distance[grammar.next_state(state, int(token))] == dist - 1
+
+
+def _bpe_like_vocabulary():
+    """Printable characters, the JSON keys, and the run-on pieces a BPE vocabulary has."""
+    pieces = [chr(c) for c in range(32, 127)] + ['{"', "claims", "verdict", "reason", "yes", "no"]
+    pieces += ['":', '":[', '":["', '":"', '":"y', '":"T', '","', '"]}']
+    vocabulary = build_vocabulary(
+        [(0, b"</s>", 4)] + [(i + 1, p.encode(), 4) for i, p in enumerate(pieces)],
+        eos_id=0,
+        n_vocab=len(pieces) + 1,
+    )
+    return vocabulary, {p: i + 1 for i, p in enumerate(pieces)}
+
+
+def _walk(grammar, ids, pieces):
+    state = grammar.initial_state
+    for piece in pieces:
+        assert grammar.forced_token(state) == ids[piece], piece
+        state = grammar.next_state(state, ids[piece])
+    return state
+
+
+def test_a_token_running_on_past_fixed_text_into_open_punctuation_is_the_models_choice(tmp_home):
+    # Qwen's and Gemma's tokenizers write `":["` as one token: after `{"claims` the model
+    # chooses between it and `":[`, never forced to continue after `":[`
+    vocabulary, ids = _bpe_like_vocabulary()
+    grammar = compile_grammar(load_schema("claims"), vocabulary)
+    state = _walk(grammar, ids, ['{"', "claims"])
+    assert grammar.forced_token(state) is None and state in grammar.narrowed
+    assert sorted(grammar.allowed[state].tolist()) == [ids['":['], ids['":["']]
+    assert (
+        grammar.narrows_out(state, ids['":']) and grammar.next_state(state, ids['":']) is not None
+    )
+    assert not grammar.narrows_out(state, ids['":["'])
+    # the same strings stay reachable: the empty list through the canonical token
+    after = grammar.next_state(state, ids['":['])
+    assert grammar.is_final(grammar.next_state(grammar.next_state(after, ids["]"]), ids["}"]))
+    # kept with the grammar in the disk cache
+    assert compile_grammar(load_schema("claims"), vocabulary).narrowed == grammar.narrowed
+
+    # an enum value and free text start with other bytes: `":"` stays forced before them,
+    # so the verdict's choice point and the reason's first token are read where they were
+    verdict = compile_grammar(load_schema("hallucination_verdict"), vocabulary)
+    state = _walk(verdict, ids, ['{"', "verdict", '":"'])
+    assert verdict.choice_at(state, b'{"verdict":"') == "verdict"
+    assert not verdict.narrowed
+    reason = compile_grammar(load_schema("reason"), vocabulary)
+    _walk(reason, ids, ['{"', "reason", '":"'])
+    assert not reason.narrowed
 
 
 def test_walking_the_closing_path_gives_valid_json(fake_vocabulary, fake_tokenizer, tmp_home):

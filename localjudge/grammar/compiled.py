@@ -57,6 +57,8 @@ class CompiledGrammar:
     closing: dict[int, np.ndarray]  # state -> tokens whose next state is nearest to final
     forced: dict[int, int]  # state -> the one canonical token where the schema fixes the text
     enum_fields: dict[str, list[str]]  # property name -> enum options (choice points)
+    # states allowing fewer tokens than the index (a fixed stretch's end, `_forced_tokens`)
+    narrowed: frozenset[int] = frozenset()
     token_text: dict[int, str] = field(repr=False, default_factory=dict)  # ids at choice points
     choice_states: dict[int, str | None] = field(repr=False, default_factory=dict)  # memo
     _choice_ids: dict[int, np.ndarray] = field(repr=False, default_factory=dict)  # memo
@@ -85,6 +87,15 @@ class CompiledGrammar:
         """Checks a finished reply against the schema; built once (building one checks the
         schema against its metaschema, which costs far more than checking a reply)."""
         return jsonschema.validators.validator_for(self.schema)(self.schema)
+
+    def narrows_out(self, state: int, token: int) -> bool:
+        """Whether `state` allows fewer tokens than the index (`narrowed`) and `token`,
+        which the index may allow, is not one of them."""
+        if state not in self.narrowed:
+            return False
+        ids = self.allowed[state]
+        at = int(np.searchsorted(ids, token))
+        return not (at < len(ids) and int(ids[at]) == token)
 
     def forced_token(self, state: int) -> int | None:
         """The only token allowed in `state`, if exactly one is (jump-forward).
@@ -130,6 +141,7 @@ class CompiledGrammar:
                 closing_ids=closing_ids,
                 distance=np.array(sorted(self.distance.items()), dtype=np.int64).reshape(-1, 2),
                 forced=np.array(sorted(self.forced.items()), dtype=np.int64).reshape(-1, 2),
+                narrowed=np.array(sorted(self.narrowed), dtype=np.int64),
                 meta=np.array(json.dumps(meta, ensure_ascii=False)),
             )
 
@@ -150,6 +162,7 @@ class CompiledGrammar:
             distance={int(k): int(v) for k, v in data["distance"].tolist()},
             closing=_unpack(data["closing_keys"], data["closing_offsets"], data["closing_ids"]),
             forced={int(k): int(v) for k, v in data["forced"].tolist()},
+            narrowed=frozenset(data["narrowed"].tolist()),
             enum_fields={k: list(v) for k, v in meta["enum_fields"].items()},
             token_text={int(k): v for k, v in meta["token_text"].items()},
         )
@@ -257,15 +270,15 @@ def _tables(index: outlines_core.Index, vocabulary: TokenVocabulary):
             ),
             dtype=np.int64,
         )
-    forced = _forced_tokens(transitions, allowed, final_states, vocabulary)
+    forced, narrowed = _forced_tokens(transitions, allowed, final_states, vocabulary)
     for state, token in forced.items():
         allowed[state] = np.array([token], dtype=np.int64)
-    return final_states, allowed, distance, closing, forced
+    return final_states, allowed, distance, closing, forced, narrowed
 
 
 def _forced_tokens(
     transitions, allowed, final_states, vocabulary: TokenVocabulary
-) -> dict[int, int]:
+) -> tuple[dict[int, int], frozenset[int]]:
     """Per state, the canonical token of the bytes the schema fixes next, if any.
 
     The fixed bytes are found by walking single-byte tokens while every allowed token starts
@@ -276,8 +289,8 @@ def _forced_tokens(
     One exception keeps a model's own token boundaries: where the fixed bytes end in JSON
     punctuation that the schema leaves open (`{"claims":[` then `"` or `]`) and the vocabulary
     has tokens that spell the fixed bytes and run on into it (`":["`), the state is not
-    forced. Its allowed tokens become the canonical one and those (`healing`), and the model
-    chooses among them: a BPE model that always writes `":["` is never made to continue
+    forced. Its allowed tokens become the canonical one and those (the state is `narrowed`),
+    and the model chooses among them: a BPE model that always writes `":["` is never made to continue
     after `":[`, a boundary it has hardly seen. Enum values and free text start with other
     bytes, so choice points and reasons are forced as before.
     """
@@ -325,6 +338,7 @@ def _forced_tokens(
         )
 
     forced: dict[int, int] = {}
+    narrowed: set[int] = set()
     for state, edges in transitions.items():
         if state in final_states:
             continue
@@ -334,9 +348,10 @@ def _forced_tokens(
             if candidates:
                 forced[state] = min(candidates)
                 break
-        if state in forced and (healing := runs_into_punctuation(fixed, end, edges)):
-            allowed[state] = np.array(sorted({forced.pop(state), *healing}), dtype=np.int64)
-    return forced
+        if state in forced and (run_on := runs_into_punctuation(fixed, end, edges)):
+            allowed[state] = np.array(sorted({forced.pop(state), *run_on}), dtype=np.int64)
+            narrowed.add(state)
+    return forced, frozenset(narrowed)
 
 
 def _cache_key(schema_text: str, vocabulary: TokenVocabulary) -> str:
@@ -379,7 +394,7 @@ def compile_grammar(
         raise SchemaError(
             f"cannot compile schema {schema.get('$id', schema.get('title', ''))!r}: {error}"
         ) from None
-    final_states, allowed, distance, closing, forced = _tables(index, vocabulary)
+    final_states, allowed, distance, closing, forced, narrowed = _tables(index, vocabulary)
     initial = index.get_initial_state()
     if initial not in distance:
         raise SchemaError("schema admits no finite JSON value over this vocabulary")
@@ -400,6 +415,7 @@ def compile_grammar(
         distance=distance,
         closing=closing,
         forced=forced,
+        narrowed=narrowed,
         enum_fields=enum_fields,
         token_text=token_text,
     )

@@ -1,8 +1,11 @@
 """Byte-level vocabulary for outlines-core, built from a llama.cpp vocabulary.
 
 Left out: control, unused and unknown tokens (an end-of-turn token must never be sampled
-inside a JSON string), the EOS id (given to outlines separately), and the raw byte tokens
-0x80-0xFF (they make partial-UTF-8 states reachable: 4x the states, 2x the build time).
+inside a JSON string) and the EOS id (given to outlines separately). The raw byte tokens
+0x80-0xFF stay: a byte-level BPE vocabulary (Qwen's, Llama 3's) spells thousands of CJK
+characters only with them (岡 is a two-byte token, then one raw byte), and without them
+a model copying Japanese text must change its characters. The grammar keeps every string
+valid UTF-8.
 """
 
 from __future__ import annotations
@@ -132,9 +135,7 @@ class TokenVocabulary:
 
 def keep_token(piece: bytes, attr: int) -> bool:
     """Whether a token may appear inside constrained output."""
-    if not piece or attr & _EXCLUDED_ATTRS:
-        return False
-    return not (len(piece) == 1 and piece[0] >= 0x80)
+    return bool(piece) and not attr & _EXCLUDED_ATTRS
 
 
 def build_vocabulary(

@@ -187,7 +187,11 @@ class TokenChooser:
         if seq.sampling.greedy:
             token = int(np.argmax(logits))
             next_state = grammar.next_state(state, token)
-            if next_state is not None and distance.get(next_state, limit + 1) <= limit:
+            if (
+                next_state is not None
+                and distance.get(next_state, limit + 1) <= limit
+                and not grammar.narrows_out(state, token)
+            ):
                 return token
         allowed = grammar.allowed[state]
         if len(allowed) == 0:
