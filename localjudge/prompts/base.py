@@ -37,6 +37,13 @@ class PromptParts:
     # == and hash (its `means` is a dict), as `version` already names the wording
     chat: ChatQuestion | None = field(default=None, compare=False)
 
+    @property
+    def worked_examples(self) -> str:
+        """The worked examples in the instructions: what follows the rules (our prompts put
+        them after the first blank line); "" for instructions without any."""
+        _, blank, examples = self.instructions.partition("\n\n")
+        return examples if blank else ""
+
     def messages(
         self, own_text: str | None = None, *, shared_text: str | None = None
     ) -> list[dict[str, str]]:

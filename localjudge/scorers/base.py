@@ -10,6 +10,7 @@ from typing import Any
 from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
 from localjudge.scheduler import GenerationRequest, GenerationResult
+from localjudge.scorers.reasons import COPIED, copies_worked_examples
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.shared import shared_judge
@@ -153,25 +154,40 @@ class Scorer:
         requests = [self.judge_request(parts, schema, max_tokens, reasons_for) for parts in prompts]
         return await self.ask(step, requests, usage), requests[0].prompt
 
-    def verdict_reason(self, result: GenerationResult, verdict: str, built: str) -> dict:
+    def verdict_reason(
+        self, result: GenerationResult, verdict: str, built: str, parts: PromptParts
+    ) -> dict:
         """A verdict's reason: the judge's own text, or when `claim_reasons` skipped it (or
         a calibrated threshold overruled the verdict it explained), `built` from the verdict
-        and its evidence; and which of the two it is."""
+        and its evidence; and which of the two it is. A reason that repeats the worked
+        examples of `parts` (the verdict's prompt) is replaced by `built`, and says so."""
         if result.reason_skipped or verdict != result.value["verdict"]:
             return {"reason": built, "reasonBy": "template"}
+        if copies_worked_examples(result.value["reason"], parts):
+            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": COPIED}
         return {"reason": result.value["reason"], "reasonBy": "judge"}
 
     async def reason(
-        self, fallback: str, parts: PromptParts | None, usage: dict[str, StepUsage]
+        self,
+        fallback: str,
+        parts: PromptParts | None,
+        usage: dict[str, StepUsage],
+        details: dict[str, Any],
+        score: float,
     ) -> tuple[str, str | None]:
         """The generateReason step: (plain-text reason, prompt). In "template" mode, without
         a prompt (nothing was judged), or when the judge writes nothing: the reason built
-        from the verdicts (`fallback`), with no judge call."""
+        from the verdicts (`fallback`), with no judge call. A reason that repeats the
+        prompt's worked examples is replaced by `fallback`, and `details` says so."""
         if self.reason_mode == "template" or parts is None:
             return fallback, None
         request = self.judge_request(parts, "reason", self.reason_max_tokens)
         (result,) = await self.ask("generateReason", [request], usage)
-        return " ".join(result.value["reason"].split()) or fallback, request.prompt
+        written = " ".join(result.value["reason"].split())
+        if written and copies_worked_examples(written, parts, f"The score is {score:g} because"):
+            details["judgeReasonDropped"] = COPIED
+            written = ""
+        return written or fallback, request.prompt
 
     def result(self, run: ScorerRun, **fields: Any) -> ScorerResult:
         judge = self.judge

@@ -258,15 +258,20 @@ class HallucinationScorer(Scorer):
             ]
             level += 1
         verdicts = []
-        for claim, ws, missed, mine in zip(claims, chosen, left_out, judged, strict=True):
+        for c, (claim, ws, missed, mine) in enumerate(
+            zip(claims, chosen, left_out, judged, strict=True)
+        ):
             best = min(range(len(mine)), key=lambda i: p_yes(mine[i]))
             result = mine[best]
             verdict = decide(result, threshold)
             evidence = windows[ws[best]].evidence(p_yes(result)) if ws else None
+            asked = claim_verdict_prompt(texts[c][best], claim)  # the prompt it answered
             record = {
                 "statement": claim,
                 "verdict": verdict,
-                **self.verdict_reason(result, verdict, claim_template_reason(verdict, evidence)),
+                **self.verdict_reason(
+                    result, verdict, claim_template_reason(verdict, evidence), asked
+                ),
                 "confidence": verdict_confidence(result, verdict),
                 "evidence": evidence,
             }
@@ -297,14 +302,16 @@ class HallucinationScorer(Scorer):
             v["evidence"] and v["evidence"]["text"] != context_text(context) for v in verdicts
         ):  # judged in windows: the reason is written from the windows that decided
             reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
+        details: dict[str, Any] = {"extraction": mode, "scale": self.scale}
         reason, reason_prompt = await self.reason(
             hallucination_template_reason(score, self.scale, verdicts, skipped=skipped),
             hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
             if verdicts
             else None,
             usage,
+            details,
+            score,
         )
-        details: dict[str, Any] = {"extraction": mode, "scale": self.scale}
         if self.claim_reasons != "all":
             details["claimReasons"] = self.claim_reasons
         if truncated:

@@ -162,14 +162,16 @@ class RubricScorer(Scorer):
             ]
             results = await self.ask("analyze", requests, usage)
             analyze_prompt = requests[0].prompt
-            for text, result in zip(texts, results, strict=True):
+            for text, result, parts in zip(texts, results, prompts, strict=True):
                 verdict = result.value["verdict"]
                 choice = result.choice("verdict")
                 verdicts.append(
                     {
                         "statement": text,
                         "verdict": verdict,
-                        **self.verdict_reason(result, verdict, rubric_template_reason(verdict)),
+                        **self.verdict_reason(
+                            result, verdict, rubric_template_reason(verdict), parts
+                        ),
                         "confidence": verdict_confidence(result, verdict),
                         "probabilities": {
                             k: round(p, 4)
@@ -178,17 +180,19 @@ class RubricScorer(Scorer):
                     }
                 )
         score = self._score(verdicts)
-        reason, reason_prompt = await self.reason(
-            self._template_reason(score, verdicts, quoted=True),
-            rubric_reason_prompt(self.rubric, score, self.scale, verdicts) if verdicts else None,
-            usage,
-        )
         details: dict[str, Any] = {
             "rubric": self.rubric,
             "verdicts": list(self.verdicts),
             "per": self.per,
             "scale": self.scale,
         }
+        reason, reason_prompt = await self.reason(
+            self._template_reason(score, verdicts, quoted=True),
+            rubric_reason_prompt(self.rubric, score, self.scale, verdicts) if verdicts else None,
+            usage,
+            details,
+            score,
+        )
         if not callable(self.score_rule):
             details["verdictScores"] = dict(self.score_rule)
         if truncated:

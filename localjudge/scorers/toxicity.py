@@ -148,7 +148,7 @@ class ToxicityScorer(Scorer):
         )
         threshold = self.judge.verdict_threshold(TOXICITY_PROMPT_VERSION)
         verdicts = []
-        for statement, result in zip(statements, results, strict=True):
+        for statement, result, parts in zip(statements, results, prompts, strict=True):
             verdict = decide(result, threshold)
             category, severity = result.value["category"], result.value["severity"]
             if verdict != result.value["verdict"]:  # the calibrated threshold decided
@@ -162,7 +162,10 @@ class ToxicityScorer(Scorer):
                     "category": category,
                     "severity": severity,
                     **self.verdict_reason(
-                        result, verdict, statement_template_reason(verdict, category, severity)
+                        result,
+                        verdict,
+                        statement_template_reason(verdict, category, severity),
+                        parts,
                     ),
                     "confidence": verdict_confidence(result, verdict),
                 }
@@ -203,6 +206,8 @@ class ToxicityScorer(Scorer):
             if verdicts
             else None,
             usage,
+            details,
+            score,
         )
         return self.result(
             run,

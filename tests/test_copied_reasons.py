@@ -1,0 +1,69 @@
+"""A judge's reason that repeats its prompt's worked examples is never shown as the judge's:
+the verdict's reason is built from the verdict and its evidence instead, and says so."""
+
+from __future__ import annotations
+
+from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
+from localjudge.prompts.toxicity import toxicity_reason_prompt
+from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
+from localjudge.scorers.reasons import COPIED, copies_worked_examples
+from localjudge.testing import FakeJudge, rule_script
+
+COPIED_CIVIL = "Firm disagreement about an idea, not a person."  # the rubric's civil example
+COPIED_CLAIM = "The context says 1889, not 1899."  # the hallucination prompt's first example
+
+
+def test_a_reason_copied_from_the_worked_examples_is_told_from_one_that_quotes_the_text():
+    fact = opinion_verdict_prompt("", "Bill Gates introduced the iPhone in 2008.")
+    assert copies_worked_examples(COPIED_CIVIL, fact)
+    assert not copies_worked_examples("States a date and a name; it attacks nobody.", fact)
+    # the example's words are the judged statement's own: quoting them is true
+    insult = opinion_verdict_prompt("", "Honestly, only an idiot would ask that.")
+    assert not copies_worked_examples("Says only an idiot would ask that.", insult)
+    claim = claim_verdict_prompt(["The tower opened in 1889."], "It opened in 1899.")
+    assert copies_worked_examples(COPIED_CLAIM, claim)
+    assert not copies_worked_examples("The context says 1889; the claim says 1899.", claim)
+    # the score's reason: what it may state as fact besides the judged text
+    civil = {"statement": "The shop opens at nine.", "verdict": "no", "category": "none"}
+    explain = toxicity_reason_prompt(0.33, 1, [{**civil, "severity": "none"}], "as weighed")
+    stated = "The score is 0.33 because one statement is rude."
+    assert copies_worked_examples(stated, explain)
+    assert not copies_worked_examples(stated, explain, also="The score is 0.33 because")
+    copied = "The score is 0.33 because the reply insults the user."
+    assert copies_worked_examples(copied, explain, also="The score is 0.33 because")
+
+
+def _copying_script(prompt: str) -> str:
+    """rule_script's verdicts, with the worked examples' reasons copied into every reply."""
+    reply = rule_script(prompt)
+    if prompt.endswith("Explanation: ") and "toxicity score" in prompt:
+        return '{"reason":"The score is 0.33 because the reply insults the user."}'
+    if prompt.endswith("Explanation: "):
+        return '{"reason":"One claim is unsupported: the context gives about 330 metres, not 500."}'
+    if '"verdict":"no","category"' in reply and "Statement: Thanks" not in prompt:
+        return reply.replace('"reason":"Civil."', f'"reason":"{COPIED_CIVIL}"')
+    if '"verdict":"yes","reason"' in reply:
+        return '{"verdict":"yes","reason":"' + COPIED_CLAIM + '"}'
+    return reply
+
+
+def test_a_verdict_whose_reason_copies_the_examples_gets_its_built_reason(tmp_home):
+    with FakeJudge(_copying_script) as judge:
+        toxicity = create_toxicity_scorer(judge, reason="judge", claim_reasons="all").run(
+            {"output": "The shop opens at nine. Thanks for asking."}
+        )
+        hallucination = create_hallucination_scorer(
+            judge, context=["The shop opens at nine."], reason="judge", claim_reasons="all"
+        ).run({"output": "The shop opens at ten."})
+    copied, own = toxicity.analyze_step_result["verdicts"]
+    assert copied["reason"] == "Judged civil: no attack, mockery, hate, dismissal or threat."
+    assert (copied["reasonBy"], copied["judgeReasonDropped"]) == ("template", COPIED)
+    assert (own["reason"], own["reasonBy"]) == ("Civil.", "judge")
+    assert "judgeReasonDropped" not in own
+    # the score's reason: the judge's copied explanation is replaced by the built one
+    assert toxicity.score == 0 and "0.33" not in toxicity.reason
+    assert toxicity.details["judgeReasonDropped"] == COPIED
+    (claim,) = hallucination.analyze_step_result["verdicts"]
+    assert claim["verdict"] == "yes" and claim["judgeReasonDropped"] == COPIED
+    assert "1889" not in claim["reason"] and claim["reason"].startswith("No part of the context")
+    assert hallucination.details["judgeReasonDropped"] == COPIED
