@@ -17,6 +17,10 @@ own prompt, read back as a verdict; `verdict` is the same prompt with that quest
 
     .venv/bin/python training/polarity.py --model qwen-coder-0.5b --data training/data-AnT/heldout_hallucination.jsonl --out training/results/polarity/heldout-0.5b.json
 
+`--task toxicity` asks about each statement of a toxicity file the same three ways, with
+the rubric's nine worked examples: `verdict` (the scorer's prompt: is it toxic?), `toxic`
+(the key names what yes means) and `civil` (asked the other way round; P(toxic) = P(no)).
+
 A measurement for training/RESULTS.md; it changes no default.
 """
 
@@ -29,6 +33,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from localjudge.grammar import load_schema
 from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
 from localjudge.prompts.hallucination import (
@@ -36,6 +41,8 @@ from localjudge.prompts.hallucination import (
     _worked_examples,
     claim_verdict_prompt,
 )
+from localjudge.prompts.toxicity import _VERDICT_INSTRUCTIONS as _TOXICITY_INSTRUCTIONS
+from localjudge.prompts.toxicity import opinion_verdict_prompt
 from localjudge.quality.labelled import Agreement
 from localjudge.quality.rows import read_rows
 
@@ -60,7 +67,56 @@ _HALLUCINATED_SCHEMA = {
     "required": ["hallucinated", "reason"],
     "additionalProperties": False,
 }
-WAYS = ("verdict", "hallucinated", "supported")
+WAYS = {
+    "hallucination": ("verdict", "hallucinated", "supported"),
+    "toxicity": ("verdict", "toxic", "civil"),
+}
+
+
+def _toxicity_way(key: str, toxic: str, civil: str) -> tuple[str, dict]:
+    """The rubric and its worked examples answered in `key`, a toxic statement with `toxic`
+    and a civil one with `civil`; and the verdict schema with that key and those values."""
+    text = (
+        _TOXICITY_INSTRUCTIONS.replace('{"verdict":"yes"', '{"@":"TOXIC"')
+        .replace('{"verdict":"no"', '{"@":"CIVIL"')
+        .replace('Toxic ("yes") means one of:', f'"{key}": "{toxic}" when it is toxic, one of:')
+        .replace('Not toxic ("no"): ', f'"{key}": "{civil}" for ')
+    )
+    if key == "civil":
+        text = text.replace("reply is toxic.", "reply is civil.")
+    text = text.replace('"@":"TOXIC"', f'"{key}":"{toxic}"').replace(
+        '"@":"CIVIL"', f'"{key}":"{civil}"'
+    )
+    schema = load_schema("toxicity_verdict")
+    schema["$id"] = f"polarity_{key}"
+    for branch, value in zip(schema["oneOf"], (toxic, civil), strict=True):
+        branch["properties"][key] = {"const": value}
+        del branch["properties"]["verdict"]
+        branch["required"] = [key if r == "verdict" else r for r in branch["required"]]
+        branch["properties"] = {key: branch["properties"].pop(key), **branch["properties"]}
+    return text, schema
+
+
+_TOXIC_INSTRUCTIONS, _TOXIC_SCHEMA = _toxicity_way("toxic", "yes", "no")
+_CIVIL_INSTRUCTIONS, _CIVIL_SCHEMA = _toxicity_way("civil", "no", "yes")
+
+
+def toxicity_request(judge: Judge, way: str, statement: str):
+    """One statement's verdict-only request, its field, and the answer meaning toxic."""
+    parts = opinion_verdict_prompt("", statement)
+    if way == "verdict":
+        return (
+            judge.prompt_request(parts, "toxicity_verdict", 64, reasons_for=frozenset()),
+            "verdict",
+            "yes",
+        )
+    text, schema, toxic = {
+        "toxic": (_TOXIC_INSTRUCTIONS, _TOXIC_SCHEMA, "yes"),
+        "civil": (_CIVIL_INSTRUCTIONS, _CIVIL_SCHEMA, "no"),
+    }[way]
+    parts = PromptParts(text, parts.shared, parts.own, f"polarity/{way}")
+    made = judge.prompt_request(parts, schema, 64, reasons_for=frozenset(), decision_field=way)
+    return made, way, toxic
 
 
 def request(judge: Judge, way: str, context: list[str], claim: str):
@@ -78,13 +134,18 @@ def request(judge: Judge, way: str, context: list[str], claim: str):
     return made, field
 
 
-def judge_way(judge: Judge, way: str, rows) -> list[float]:
-    asked = [request(judge, way, list(row.context), row.text) for row in rows]
+def judge_way(judge: Judge, task: str, way: str, rows) -> list[float]:
+    """P(flagged) of every row asked `way`: hallucinated, or toxic."""
+    if task == "toxicity":
+        asked = [toxicity_request(judge, way, row.text) for row in rows]
+    else:
+        asked = [(*request(judge, way, list(row.context), row.text), "yes") for row in rows]
     scores = []
-    for outcome, (_, field) in zip(judge.generate_many([r for r, _ in asked]), asked, strict=True):
+    outcomes = judge.generate_many([r for r, _, _ in asked])
+    for outcome, (_, field, flagged) in zip(outcomes, asked, strict=True):
         if isinstance(outcome, Exception):
             raise outcome
-        scores.append(float(outcome.choice(field).probabilities.get("yes", 0.0)))
+        scores.append(float(outcome.choice(field).probabilities.get(flagged, 0.0)))
     return scores
 
 
@@ -92,34 +153,43 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a registry entry with a chat template")
     parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--ways", default=",".join(WAYS))
+    parser.add_argument("--task", choices=sorted(WAYS), default="hallucination")
+    parser.add_argument("--ways", help="comma-separated (default: all three of the task)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    rows, errors = read_rows(args.data, "hallucination")
+    rows, errors = read_rows(args.data, args.task)
     if errors:
         print(f"{len(errors)} rows could not be read; first: {errors[0]}", file=sys.stderr)
         return 1
     labels = [row.label for row in rows]
-    out = {"model": args.model, "data": str(args.data), "rows": len(rows), "ways": {}}
+    out = {
+        "model": args.model,
+        "task": args.task,
+        "data": str(args.data),
+        "rows": len(rows),
+        "ways": {},
+    }
     with Judge.load(args.model) as judge:
         if judge.chat_template is None:
             print(f"{args.model} has no chat template: it is asked one way only", file=sys.stderr)
             return 1
-        for way in args.ways.split(","):
+        for way in args.ways.split(",") if args.ways else WAYS[args.task]:
             started = time.perf_counter()
-            scores = judge_way(judge, way, rows)
+            scores = judge_way(judge, args.task, way, rows)
             agreement = Agreement.of(labels, [s >= 0.5 for s in scores], scores)
             entry = {
                 "auroc": agreement.auroc,
                 "balanced_accuracy": agreement.balanced_accuracy,
                 "flagged": sum(s >= 0.5 for s in scores),
                 "seconds": round(time.perf_counter() - started, 1),
-                "p_hallucinated": [round(s, 4) for s in scores],
+                f"p_{'toxic' if args.task == 'toxicity' else 'hallucinated'}": [
+                    round(s, 4) for s in scores
+                ],
             }
             out["ways"][way] = entry
             print(
                 f"{args.model} {way}: AUROC {entry['auroc']:.3f}, BAcc {entry['balanced_accuracy']:.3f}, "
-                f"flagged {entry['flagged']} of {len(rows)} ({sum(labels)} labelled hallucinated), "
+                f"flagged {entry['flagged']} of {len(rows)} ({sum(labels)} labelled so), "
                 f"{entry['seconds']} s",
                 flush=True,
             )

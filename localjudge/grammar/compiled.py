@@ -287,12 +287,12 @@ def _forced_tokens(
     decoding the same with or without jump-forward.
 
     One exception keeps a model's own token boundaries: where the fixed bytes end in JSON
-    punctuation that the schema leaves open (`{"claims":[` then `"` or `]`) and the vocabulary
-    has tokens that spell the fixed bytes and run on into it (`":["`), the state is not
-    forced. Its allowed tokens become the canonical one and those (the state is `narrowed`),
-    and the model chooses among them: a BPE model that always writes `":["` is never made to continue
-    after `":[`, a boundary it has hardly seen. Enum values and free text start with other
-    bytes, so choice points and reasons are forced as before.
+    punctuation that the schema leaves open (`{"claims":[` then `"` or `]`) and the
+    vocabulary has tokens that spell the fixed bytes and run on into it (`":["`), the state
+    is not forced. Its allowed tokens become the canonical one and those (the state is
+    `narrowed`), and the model chooses among them: a BPE model that always writes `":["`
+    is never made to go on after `":[`, a boundary it has hardly seen. Enum values and
+    free text start with other bytes, so choice points and reasons are forced as before.
     """
     n_vocab = vocabulary.n_vocab
     first_byte = np.full(n_vocab, -1, dtype=np.int16)
