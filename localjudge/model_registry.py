@@ -425,9 +425,12 @@ def add_model(
     compute_sha256: bool = True,
     adapter: str | Path | None = None,
     adapter_scale: float = 1.0,
+    window_tokens: int | None = None,
 ) -> ModelEntry:
     """Register a user's GGUF under `name` in `$LOCALJUDGE_HOME/registry.json`, with an
-    optional GGUF LoRA adapter applied to every sequence."""
+    optional GGUF LoRA adapter applied to every sequence, and the size of the evidence
+    windows its hallucination verdicts are read in (`window_tokens`; None: as much of the
+    context as fits its prompt)."""
     from localjudge.engine.gguf import read_gguf_header
 
     if looks_like_path(name) or not name.strip():
@@ -442,6 +445,10 @@ def add_model(
         read_gguf_header(adapter_path)  # a GGUF at least; llama.cpp checks the rest on load
         if not 0.0 < adapter_scale <= 4.0:
             raise RegistryError(f"adapter scale must be within (0, 4], not {adapter_scale}")
+    if window_tokens is not None and (isinstance(window_tokens, bool) or window_tokens < 1):
+        raise RegistryError(
+            f"window_tokens must be a positive number of tokens, not {window_tokens}"
+        )
     entry = ModelEntry(
         name=name,
         path=str(file_path),
@@ -455,6 +462,7 @@ def add_model(
         adapter=str(adapter_path) if adapter_path else None,
         adapter_scale=adapter_scale if adapter_path else None,
         adapter_sha256=sha256_file(adapter_path) if adapter_path and compute_sha256 else None,
+        recommended={"window_tokens": window_tokens} if window_tokens is not None else {},
         origin="user",
     )
     data = _user_registry_data()

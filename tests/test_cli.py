@@ -101,6 +101,19 @@ def test_models_add_then_verify(tmp_home, tmp_path):
     assert mismatch.exit_code == 1 and "does not match" in mismatch.output
 
 
+def test_models_add_stores_the_evidence_window_size(tmp_home, tmp_path):
+    path = write_gguf(tmp_path / "mine.gguf", chat_template="{{ x }}")
+    added = invoke("models", "add", "mine", str(path), "--window-tokens", "96")
+    assert added.exit_code == 0 and "evidence windows of 96 tokens" in added.output
+    stored = json.loads((tmp_home / "registry.json").read_text())["models"][0]
+    assert stored["recommended"] == {"window_tokens": 96}
+    refused = invoke("models", "add", "other", str(path), "--window-tokens", "0")
+    assert refused.exit_code == 2 and "--window-tokens" in refused.output
+    plain = invoke("models", "add", "plain", str(path))
+    stored = json.loads((tmp_home / "registry.json").read_text())["models"]
+    assert plain.exit_code == 0 and "recommended" not in stored[-1]
+
+
 @pytest.mark.real
 def test_demo_prints_constrained_verdicts():
     result = invoke("demo")

@@ -56,6 +56,14 @@ def test_add_resolve_and_verify_user_model(tmp_home, tmp_path):
     assert [m["name"] for m in stored["models"]] == ["mine"]
 
 
+def test_a_user_model_carries_its_evidence_window_size(tmp_home, tmp_path):
+    path = write_gguf(tmp_path / "mine.gguf")
+    registry.add_model("mine", path, window_tokens=128)
+    assert registry.resolve("mine").entry.recommended == {"window_tokens": 128}
+    with pytest.raises(RegistryError, match="window_tokens"):
+        registry.add_model("other", path, window_tokens=0)
+
+
 def test_sha256_mismatch_is_reported(tmp_home, tmp_path):
     path = write_gguf(tmp_path / "mine.gguf")
     registry.add_model("mine", path)

@@ -153,8 +153,22 @@ def models_default(model: str) -> None:
     help="A GGUF LoRA adapter applied to every sequence of this judge.",
 )
 @click.option("--adapter-scale", default=1.0, show_default=True, type=float)
+@click.option(
+    "--window-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Evidence windows' size in tokens for its hallucination verdicts (default: as much "
+    "of the context as fits its prompt).",
+)
 def models_add(
-    name: str, path: str, license_: str, fitness: str, notes: str, adapter, adapter_scale
+    name: str,
+    path: str,
+    license_: str,
+    fitness: str,
+    notes: str,
+    adapter,
+    adapter_scale,
+    window_tokens,
 ) -> None:
     """Register your own GGUF file at PATH under NAME (stored in $LOCALJUDGE_HOME),
     optionally with a LoRA adapter (its sha256 is stored and checked like the model's)."""
@@ -168,8 +182,11 @@ def models_add(
         notes=notes,
         adapter=adapter,
         adapter_scale=adapter_scale,
+        window_tokens=window_tokens,
     )
     click.echo(f"added {entry.name}: {entry.path} sha256 {entry.sha256} ({entry.prompt_format})")
+    if window_tokens is not None:
+        click.echo(f"  evidence windows of {window_tokens} tokens")
     if entry.adapter:
         click.echo(
             f"  adapter {entry.adapter} x{entry.adapter_scale:g} sha256 {entry.adapter_sha256}"
