@@ -235,6 +235,36 @@ def test_eval_field_mapping_stdin_and_stdout(fake_cli, tmp_path):
     assert bad.exit_code == 2 and "--field" in bad.output
 
 
+def test_eval_and_score_take_the_evidence_window_options(fake_cli, tmp_path):
+    # a context of four sentences: judged whole with --windows off, in windows of a few
+    # tokens (at most one judged per claim) with --window-tokens and --windows 1
+    context = "The sky is blue. The moon is rock. Grass is green. Snow is white."
+    data = write_jsonl(
+        tmp_path / "d.jsonl", [{"id": "a", "output": "Snow is white.", "context": [context]}]
+    )
+    evidence = {}
+    for name, flags in {
+        "whole": ["--windows", "off"],
+        "windows": ["--window-tokens", "36", "--windows", "1"],
+    }.items():
+        out = tmp_path / f"{name}.jsonl"
+        result = fake_cli(
+            "eval", data, "--scorer", "hallucination", "--out", out, "--quiet", *flags
+        )
+        assert result.exit_code == 0, result.output
+        (verdict,) = json.loads(out.read_text())["results"]["hallucination"]["analyzeStepResult"][
+            "verdicts"
+        ]
+        evidence[name] = verdict["evidence"]["text"]
+    assert evidence["whole"] == context
+    assert evidence["windows"] != context and evidence["windows"] in context
+    assert "Snow is white." in evidence["windows"]  # BM25's best window holds the claim
+    refused = fake_cli("score", "toxicity", "--output", "Hi.", "--windows", "2")
+    assert refused.exit_code == 2 and "--windows does not apply to toxicity" in refused.output
+    bad = fake_cli("score", "hallucination", "--output", "Hi.", "--windows", "some")
+    assert bad.exit_code == 2 and "--windows" in bad.output
+
+
 def test_eval_scorer_options_and_one_context_for_all_items(fake_cli, tmp_path):
     context = tmp_path / "context.txt"
     context.write_text("The sky is blue.")

@@ -90,6 +90,18 @@ def known_scorers() -> list[str]:
     return scorer_names()
 
 
+def _windows_value(ctx, param, value: str | None) -> str | int | None:
+    """`--windows`: k, "all" or "off", checked as the scorer checks it."""
+    from localjudge.scorers.evidence import check_windows
+
+    if value is None:
+        return None
+    try:
+        return check_windows(int(value) if value.isdigit() else value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
 def scoring_options(function):
     """The options that configure scorers; each reaches the scorers that take it."""
     for option in reversed(
@@ -117,6 +129,20 @@ def scoring_options(function):
                 "sentences less questions and courtesies).",
             ),
             click.option(
+                "--windows",
+                default=None,
+                callback=_windows_value,
+                help="hallucination: evidence windows judged per claim in a long context: k best "
+                'by BM25 (default 4), "all" (at most 32), or "off" (the whole context at once).',
+            ),
+            click.option(
+                "--window-tokens",
+                type=click.IntRange(min=1),
+                default=None,
+                help="hallucination: evidence windows' size in tokens (default: the judge's "
+                "registry entry, else as much of the context as fits).",
+            ),
+            click.option(
                 "--claim-reasons",
                 type=click.Choice(["all", "flagged", "none"]),
                 default=None,
@@ -130,7 +156,16 @@ def scoring_options(function):
 
 
 def scorer_settings(
-    names, *, scale, reason_mode, score_mode, extraction, claim_reasons=None, context=None
+    names,
+    *,
+    scale,
+    reason_mode,
+    score_mode,
+    extraction,
+    claim_reasons=None,
+    context=None,
+    windows=None,
+    window_tokens=None,
 ):
     """Scorer options from the command line; an option no chosen scorer takes is a usage
     error, not silently ignored."""
@@ -143,8 +178,16 @@ def scorer_settings(
         "extraction": extraction,
         "claim_reasons": claim_reasons,
         "context": context,
+        "windows": windows,
+        "window_tokens": window_tokens,
     }
-    flags = {"score_mode": "--score-mode", "extraction": "--extraction", "context": "--context"}
+    flags = {
+        "score_mode": "--score-mode",
+        "extraction": "--extraction",
+        "context": "--context",
+        "windows": "--windows",
+        "window_tokens": "--window-tokens",
+    }
     for key, flag in flags.items():
         if settings[key] is not None and not any(key in scorer_options(n) for n in names):
             raise click.UsageError(f"{flag} does not apply to {', '.join(names)}")

@@ -55,6 +55,8 @@ def score(
     reason_mode,
     score_mode,
     extraction,
+    windows,
+    window_tokens,
     claim_reasons,
     model,
     gpu_layers,
@@ -81,6 +83,8 @@ def score(
         score_mode=score_mode,
         extraction=extraction,
         claim_reasons=claim_reasons,
+        windows=windows,
+        window_tokens=window_tokens,
         context=context or None,
     )
     with load_judge(model, gpu_layers=gpu_layers, n_ctx=n_ctx, threads=threads) as judge:
@@ -228,6 +232,8 @@ def eval_command(
     reason_mode,
     score_mode,
     extraction,
+    windows,
+    window_tokens,
     claim_reasons,
     context_file,
     field_maps,
@@ -274,6 +280,8 @@ def eval_command(
         score_mode=score_mode,
         extraction=extraction,
         claim_reasons=claim_reasons,
+        windows=windows,
+        window_tokens=window_tokens,
         context=context,
     )
     to_stdout = out == "-"
