@@ -391,6 +391,50 @@ def test_quality_extraction_cuts_texts_as_the_scorer_does(tmp_path, tmp_home, mo
         assert result.exit_code == 2 and said in result.output
 
 
+def test_quality_says_which_evidence_windows_it_read_and_takes_them_as_options(
+    tmp_path, tmp_home, monkeypatch
+):
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
+    context = "The sky is blue. The moon is rock. Grass is green. Snow is white."
+    data = write_jsonl(
+        tmp_path / "h.jsonl",
+        [
+            {"context": [context], "claim": "Snow is white.", "label": False},
+            {"context": [context], "claim": "Snow is green.", "label": True},
+        ],
+    )
+    args = ["quality", "--data", str(data), "--task", "hallucination"]
+    reports = {}
+    for name, more in {
+        "default": [],
+        "whole": ["--windows", "off"],
+        "small": ["--window-tokens", "36", "--windows", "1"],
+    }.items():
+        result = CliRunner().invoke(cli, [*args, *more, "--json"])
+        assert result.exit_code == 0, result.output
+        (reports[name],) = json.loads(result.output)["reports"]
+    assert (reports["default"]["windows"], reports["default"]["window_tokens"]) == (4, None)
+    assert (reports["whole"]["windows"], reports["small"]["windows"]) == ("off", 1)
+    assert reports["small"]["window_tokens"] == 36
+    for report in reports.values():  # the fake judge finds each claim word for word
+        assert report["agreement"]["judge"]["confusion"] == {"tp": 1, "fp": 0, "tn": 1, "fn": 0}
+    text = CliRunner().invoke(cli, [*args, "--window-tokens", "36", "--windows", "1"]).output
+    assert "long contexts in 36-token evidence windows, the 1 best by BM25" in text
+    toxic = toxic_rows(tmp_path)
+    refused = CliRunner().invoke(
+        cli, ["quality", "--data", str(toxic), "--task", "toxicity", "--windows", "2"]
+    )
+    assert refused.exit_code == 2 and "hallucination rows only" in refused.output
+    assert (
+        "windows"
+        not in json.loads(
+            CliRunner()
+            .invoke(cli, ["quality", "--data", str(toxic), "--task", "toxicity", "--json"])
+            .output
+        )["reports"][0]
+    )
+
+
 @pytest.mark.real
 def test_statements_through_the_real_model(tmp_path):
     data = write_jsonl(tmp_path / "h.jsonl", STATEMENT_ROWS)

@@ -90,7 +90,7 @@ def known_scorers() -> list[str]:
     return scorer_names()
 
 
-def _windows_value(ctx, param, value: str | None) -> str | int | None:
+def windows_value(ctx, param, value: str | None) -> str | int | None:
     """`--windows`: k, "all" or "off", checked as the scorer checks it."""
     from localjudge.scorers.evidence import check_windows
 
@@ -131,7 +131,7 @@ def scoring_options(function):
             click.option(
                 "--windows",
                 default=None,
-                callback=_windows_value,
+                callback=windows_value,
                 help="hallucination: evidence windows judged per claim in a long context: k best "
                 'by BM25 (default 4), "all" (at most 32), or "off" (the whole context at once).',
             ),

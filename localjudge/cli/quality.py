@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from localjudge.cli.group import cli
-from localjudge.cli.options import BASE_MODEL_WARNING, engine_options, load_judge
+from localjudge.cli.options import BASE_MODEL_WARNING, engine_options, load_judge, windows_value
 from localjudge.errors import LocalJudgeError
 from localjudge.quality.intervals import RESAMPLES
 
@@ -94,6 +94,20 @@ def _shaped(task, extraction: str | None):
 @statements_option
 @extraction_option
 @click.option(
+    "--windows",
+    default=None,
+    callback=windows_value,
+    help="Hallucination rows: evidence windows judged per row in a long context, as the "
+    'scorer\'s option: k best by BM25 (default 4), "all" (at most 32) or "off" (whole).',
+)
+@click.option(
+    "--window-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Hallucination rows: evidence windows' size in tokens (default: the judge's "
+    "registry entry, else as much of the context as fits).",
+)
+@click.option(
     "--resamples",
     type=click.IntRange(0, 100_000),
     default=RESAMPLES,
@@ -116,6 +130,8 @@ def quality(
     reasons,
     statements,
     extraction,
+    windows,
+    window_tokens,
     resamples,
 ):
     """How well the judge agrees with labelled rows, beside trivial baselines on the same
@@ -136,6 +152,10 @@ def quality(
         raise click.UsageError("--data needs --task (hallucination, toxicity, rubric:FILE, ...)")
     _check_extraction(task, statements, extraction)
     sources = _sources(data, task)
+    if (windows is not None or window_tokens is not None) and not all(
+        resolved.windowed for _, resolved, *_ in sources
+    ):
+        raise click.UsageError("--windows and --window-tokens apply to hallucination rows only")
     from localjudge.quality.items import ItemReport, ItemRow, measure_items
 
     if (plot or html_path) and isinstance(sources[0][2][0], ItemRow):
@@ -148,6 +168,8 @@ def quality(
     sources = [(name, _shaped(resolved, extraction), *rest) for name, resolved, *rest in sources]
     reports = []
     with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
+        if window_tokens is not None:  # as the scorers read the judge's own size
+            judge.window_tokens = window_tokens
         for name, resolved, rows, bad_rows, source in sources:
             cut, origin = _threshold(judge, resolved, threshold)
             try:
@@ -168,6 +190,7 @@ def quality(
                         reasons=reasons,
                         resamples=resamples,
                         statements=statements,
+                        windows=windows,
                     )
                 )
             except DataError as error:

@@ -370,6 +370,10 @@ class QualityReport:
     resamples: int = RESAMPLES  # bootstrap resamples behind the intervals (0: none)
     statements: bool = False  # each text judged statement by statement (`judge_rows`)
     left_out: str = ""  # what the statements leave out of each text (`VerdictTask.leaves_out`)
+    # a windowed task's evidence windows: judged per row (k, "all" or "off") and their size
+    # in tokens (None: as long as fits); None for a task judged without a context's windows
+    windows: str | int | None = None
+    window_tokens: int | None = None
 
     @property
     def rows_per_second(self) -> float:
@@ -439,6 +443,11 @@ class QualityReport:
             "threshold_source": self.threshold_source,
             "statements": self.statements,
             **({"statements_left_out": self.left_out} if self.left_out else {}),
+            **(
+                {"windows": self.windows, "window_tokens": self.window_tokens}
+                if self.windows is not None
+                else {}
+            ),
             "bad_rows": [asdict(e) for e in self.bad_rows],
             "judge_errors": [{"row": r.number, "error": e} for r, e in self.judge_errors],
             "seconds": round(self.seconds, 3),
@@ -473,6 +482,8 @@ def measure(
     `statements`, each text is judged statement by statement, as the hallucination scorer
     judges an output, and the baselines in the same shape (`judge_rows`, `baselines`).
     `windows`: as the scorer's option (default its top-k); `gather`: as `prompts_of`'s."""
+    from localjudge.scorers.evidence import DEFAULT_TOP_K
+
     task = as_task(task)
     started = time.perf_counter()
     verdicts = judge_rows(
@@ -503,6 +514,8 @@ def measure(
         resamples=resamples,
         statements=statements,
         left_out=task.leaves_out if statements else "",
+        windows=(DEFAULT_TOP_K if windows is None else windows) if task.windowed else None,
+        window_tokens=getattr(judge, "window_tokens", None) if task.windowed else None,
     )
 
 
@@ -551,6 +564,15 @@ def interval_lines(spread: Intervals | None) -> list[str]:
     return lines
 
 
+def windows_shape(windows: str | int, window_tokens: int | None) -> str:
+    """How a report's long contexts were read, in words."""
+    if windows == "off":
+        return "each context judged whole"
+    size = f"{window_tokens}-token" if window_tokens else "context-sized"
+    judged = "every window (at most 32)" if windows == "all" else f"the {windows} best by BM25"
+    return f"long contexts in {size} evidence windows, {judged}"
+
+
 def report_text(report: QualityReport) -> str:
     """The report as a console table."""
     lines = [
@@ -559,6 +581,7 @@ def report_text(report: QualityReport) -> str:
         f"{report.threshold:.2f} "
         f"({report.threshold_source})"
         + (f", {statements_shape(report.left_out)}" if report.statements else "")
+        + (f", {windows_shape(report.windows, report.window_tokens)}" if report.windows else "")
     ]
     lines += left_out_lines(
         report.bad_rows,
