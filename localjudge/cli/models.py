@@ -7,6 +7,7 @@ import json
 import click
 
 from localjudge.cli.group import Group, cli
+from localjudge.cli.options import windows_options
 
 
 @cli.group(cls=Group)
@@ -153,13 +154,7 @@ def models_default(model: str) -> None:
     help="A GGUF LoRA adapter applied to every sequence of this judge.",
 )
 @click.option("--adapter-scale", default=1.0, show_default=True, type=float)
-@click.option(
-    "--window-tokens",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Evidence windows' size in tokens for its hallucination verdicts (default: as much "
-    "of the context as fits its prompt).",
-)
+@windows_options("Its hallucination verdicts", size_only=True)
 def models_add(
     name: str,
     path: str,

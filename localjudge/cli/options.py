@@ -90,7 +90,7 @@ def known_scorers() -> list[str]:
     return scorer_names()
 
 
-def windows_value(ctx, param, value: str | None) -> str | int | None:
+def _windows_value(ctx, param, value: str | None) -> str | int | None:
     """`--windows`: k, "all" or "off", checked as the scorer checks it."""
     from localjudge.scorers.evidence import check_windows
 
@@ -100,6 +100,33 @@ def windows_value(ctx, param, value: str | None) -> str | int | None:
         return check_windows(int(value) if value.isdigit() else value)
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
+
+
+def windows_options(what: str, *, size_only: bool = False):
+    """`--windows` and `--window-tokens`, the hallucination scorer's evidence window
+    options, said of `what` ("hallucination", "Hallucination rows"); `size_only`: the size
+    alone (`models add`)."""
+    window_tokens = click.option(
+        "--window-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        help=f"{what}: evidence windows' size in tokens (default: "
+        + ("" if size_only else "the judge's registry entry, else ")
+        + "as much of the context as fits).",
+    )
+    windows = click.option(
+        "--windows",
+        default=None,
+        callback=_windows_value,
+        help=f"{what}: evidence windows judged per claim in a long context: k best by BM25 "
+        '(default 4), "all" (at most 32), or "off" (the whole context at once).',
+    )
+
+    def decorate(function):
+        function = window_tokens(function)
+        return function if size_only else windows(function)
+
+    return decorate
 
 
 def scoring_options(function):
@@ -128,20 +155,7 @@ def scoring_options(function):
                 help="hallucination: how claims are found (default auto; sentence-claims: "
                 "sentences less questions and courtesies).",
             ),
-            click.option(
-                "--windows",
-                default=None,
-                callback=windows_value,
-                help="hallucination: evidence windows judged per claim in a long context: k best "
-                'by BM25 (default 4), "all" (at most 32), or "off" (the whole context at once).',
-            ),
-            click.option(
-                "--window-tokens",
-                type=click.IntRange(min=1),
-                default=None,
-                help="hallucination: evidence windows' size in tokens (default: the judge's "
-                "registry entry, else as much of the context as fits).",
-            ),
+            windows_options("hallucination"),
             click.option(
                 "--claim-reasons",
                 type=click.Choice(["all", "flagged", "none"]),

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from localjudge.cli.group import cli
-from localjudge.cli.options import BASE_MODEL_WARNING, engine_options, load_judge, windows_value
+from localjudge.cli.options import BASE_MODEL_WARNING, engine_options, load_judge, windows_options
 from localjudge.errors import LocalJudgeError
 from localjudge.quality.intervals import RESAMPLES
 
@@ -93,20 +93,7 @@ def _shaped(task, extraction: str | None):
 )
 @statements_option
 @extraction_option
-@click.option(
-    "--windows",
-    default=None,
-    callback=windows_value,
-    help="Hallucination rows: evidence windows judged per row in a long context, as the "
-    'scorer\'s option: k best by BM25 (default 4), "all" (at most 32) or "off" (whole).',
-)
-@click.option(
-    "--window-tokens",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Hallucination rows: evidence windows' size in tokens (default: the judge's "
-    "registry entry, else as much of the context as fits).",
-)
+@windows_options("Hallucination rows")
 @click.option(
     "--resamples",
     type=click.IntRange(0, 100_000),
