@@ -337,7 +337,10 @@ class Judge:
         The two prefix segments are shared at two levels: the instructions by every request,
         the shared part (an item's context) by the requests of that item.
         """
-        parts, _ = self.asked(parts)
+        return self._split(self.asked(parts)[0])
+
+    def _split(self, parts: PromptParts) -> tuple[tuple[str, str], str]:
+        """`split_prompt` of parts already put as this judge is asked (`asked`)."""
         if self.chat_template is None:
             return (parts.instructions + "\n\n", parts.shared), parts.own
         start, own = "\x00localjudge-shared\x00", "\x00localjudge-own\x00"
@@ -474,7 +477,7 @@ class Judge:
                 reasons_for = frozenset(
                     v for v, meant in question.means.items() if meant in reasons_for
                 )
-        prefix, suffix = self.split_prompt(parts)
+        prefix, suffix = self._split(parts)
         return self.request(
             suffix, schema, prefix=prefix, max_tokens=max_tokens, reasons_for=reasons_for,
             decision_field=decision_field, reason_field=reason_field, reread=reread,

@@ -105,7 +105,13 @@ def _entry_of(raw: object, where: str, origin: str) -> ModelEntry:
             )
     if not raw.get("name"):
         raise RegistryError(f"{where}: an entry needs a name")
-    for key, value in (raw.get("recommended") or {}).items():
+    _check_recommended(raw.get("recommended") or {}, where)
+    return ModelEntry(**raw, origin=origin)
+
+
+def _check_recommended(recommended: dict, where: str) -> None:
+    """An entry's `recommended` settings: positive counts, thresholds in 0..1."""
+    for key, value in recommended.items():
         if key in ("slots", "n_ctx", "window_tokens") and (
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
@@ -120,7 +126,6 @@ def _entry_of(raw: object, where: str, origin: str) -> ModelEntry:
             raise RegistryError(
                 f"{where}: recommended.thresholds must map prompt versions to numbers in 0..1"
             )
-    return ModelEntry(**raw, origin=origin)
 
 
 def _read_manifest(path: Path, origin: str) -> tuple[str | None, dict[str, ModelEntry]]:
@@ -445,10 +450,8 @@ def add_model(
         read_gguf_header(adapter_path)  # a GGUF at least; llama.cpp checks the rest on load
         if not 0.0 < adapter_scale <= 4.0:
             raise RegistryError(f"adapter scale must be within (0, 4], not {adapter_scale}")
-    if window_tokens is not None and (isinstance(window_tokens, bool) or window_tokens < 1):
-        raise RegistryError(
-            f"window_tokens must be a positive number of tokens, not {window_tokens}"
-        )
+    recommended = {"window_tokens": window_tokens} if window_tokens is not None else {}
+    _check_recommended(recommended, f"model {name!r}")
     entry = ModelEntry(
         name=name,
         path=str(file_path),
@@ -462,7 +465,7 @@ def add_model(
         adapter=str(adapter_path) if adapter_path else None,
         adapter_scale=adapter_scale if adapter_path else None,
         adapter_sha256=sha256_file(adapter_path) if adapter_path and compute_sha256 else None,
-        recommended={"window_tokens": window_tokens} if window_tokens is not None else {},
+        recommended=recommended,
         origin="user",
     )
     data = _user_registry_data()

@@ -155,8 +155,6 @@ def quality(
     sources = [(name, _shaped(resolved, extraction), *rest) for name, resolved, *rest in sources]
     reports = []
     with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
-        if window_tokens is not None:  # as the scorers read the judge's own size
-            judge.window_tokens = window_tokens
         for name, resolved, rows, bad_rows, source in sources:
             cut, origin = _threshold(judge, resolved, threshold)
             try:
@@ -178,6 +176,7 @@ def quality(
                         resamples=resamples,
                         statements=statements,
                         windows=windows,
+                        window_tokens=window_tokens,
                     )
                 )
             except DataError as error:

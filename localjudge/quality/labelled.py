@@ -140,6 +140,7 @@ def judge_rows(
     reasons: bool = True,
     statements: bool = False,
     windows=None,
+    window_tokens: int | None = None,
     gather: bool = False,
 ) -> list[Verdict]:
     """The judge's verdict on every row, `chunk` rows in flight at a time (the scheduler
@@ -153,8 +154,8 @@ def judge_rows(
     judge's own words where its free text can be trusted, else built from the verdict and
     its evidence, as the scorers build them; `reasons=False` stops each reply after its
     verdict (P(flagged) is the same; the reason is a placeholder), which is much faster.
-    `windows`: the scorer's option (k, "all" or "off"; default its top-k); `gather`: as
-    `prompts_of`'s."""
+    `windows`: the scorer's option (k, "all" or "off"; default its top-k); `window_tokens`
+    and `gather`: as `prompts_of`'s."""
     task = as_task(task)
     written = reasons and judge.writes_reasons
     reasons_for = None if written else frozenset()
@@ -166,8 +167,9 @@ def judge_rows(
         for n, row in enumerate(part):
             for m, text in enumerate(texts[n]):
                 each = prompts_of(
-                    judge, replace(row, text=text), task, windows=windows, gather=gather
-                )
+                    judge, replace(row, text=text), task, windows=windows,
+                    window_tokens=window_tokens, gather=gather,
+                )  # fmt: skip
                 for parts, window in each:
                     owners.append((n, m))
                     judged_in.append(window)
@@ -475,20 +477,22 @@ def measure(
     resamples: int = RESAMPLES,
     statements: bool = False,
     windows=None,
+    window_tokens: int | None = None,
     gather: bool = False,
 ) -> QualityReport:
     """Judge every row and compare with the labels and the baselines on the same rows
     (with `resamples` bootstrap resamples behind the intervals; 0 for none). With
     `statements`, each text is judged statement by statement, as the hallucination scorer
     judges an output, and the baselines in the same shape (`judge_rows`, `baselines`).
-    `windows`: as the scorer's option (default its top-k); `gather`: as `prompts_of`'s."""
+    `windows` and `window_tokens`: as the scorer's options (default its top-k and the
+    judge's own size); `gather`: as `prompts_of`'s."""
     from localjudge.scorers.evidence import DEFAULT_TOP_K
 
     task = as_task(task)
     started = time.perf_counter()
     verdicts = judge_rows(
         judge, rows, task, progress=progress, reasons=reasons, statements=statements,
-        windows=windows, gather=gather,
+        windows=windows, window_tokens=window_tokens, gather=gather,
     )  # fmt: skip
     seconds = time.perf_counter() - started
     answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
@@ -515,7 +519,9 @@ def measure(
         statements=statements,
         left_out=task.leaves_out if statements else "",
         windows=(DEFAULT_TOP_K if windows is None else windows) if task.windowed else None,
-        window_tokens=getattr(judge, "window_tokens", None) if task.windowed else None,
+        window_tokens=(window_tokens or getattr(judge, "window_tokens", None))
+        if task.windowed
+        else None,
     )
 
 
@@ -566,10 +572,16 @@ def interval_lines(spread: Intervals | None) -> list[str]:
 
 def windows_shape(windows: str | int, window_tokens: int | None) -> str:
     """How a report's long contexts were read, in words."""
+    from localjudge.scorers.evidence import MAX_WINDOWS
+
     if windows == "off":
         return "each context judged whole"
     size = f"{window_tokens}-token" if window_tokens else "context-sized"
-    judged = "every window (at most 32)" if windows == "all" else f"the {windows} best by BM25"
+    judged = (
+        f"every window (at most {MAX_WINDOWS})"
+        if windows == "all"
+        else f"the {windows} best by BM25"
+    )
     return f"long contexts in {size} evidence windows, {judged}"
 
 

@@ -241,7 +241,8 @@ class HallucinationScorer(Scorer):
         )
         threshold = self.judge.verdict_threshold(HALLUCINATION_PROMPT_VERSION)
         texts = [claim_contexts(context, windows, ws) for ws in chosen]
-        judged: list[list] = [[] for _ in claims]  # each claim's results, window by window
+        # each claim's (result, the prompt it answered), window by window
+        judged: list[list] = [[] for _ in claims]
         pending, level, first_prompt = list(range(len(claims))), 0, None
         while pending:
             prompts = [claim_verdict_prompt(texts[c][level], claims[c]) for c in pending]
@@ -249,8 +250,8 @@ class HallucinationScorer(Scorer):
                 "analyze", prompts, "hallucination_verdict", self.verdict_max_tokens, usage
             )
             first_prompt = first_prompt or prompt
-            for c, result in zip(pending, results, strict=True):
-                judged[c].append(result)
+            for c, result, parts in zip(pending, results, prompts, strict=True):
+                judged[c].append((result, parts))
             pending = [
                 c
                 for c, result in zip(pending, results, strict=True)
@@ -258,14 +259,11 @@ class HallucinationScorer(Scorer):
             ]
             level += 1
         verdicts = []
-        for c, (claim, ws, missed, mine) in enumerate(
-            zip(claims, chosen, left_out, judged, strict=True)
-        ):
-            best = min(range(len(mine)), key=lambda i: p_yes(mine[i]))
-            result = mine[best]
+        for claim, ws, missed, mine in zip(claims, chosen, left_out, judged, strict=True):
+            best = min(range(len(mine)), key=lambda i: p_yes(mine[i][0]))
+            result, asked = mine[best]
             verdict = decide(result, threshold)
             evidence = windows[ws[best]].evidence(p_yes(result)) if ws else None
-            asked = claim_verdict_prompt(texts[c][best], claim)  # the prompt it answered
             record = {
                 "statement": claim,
                 "verdict": verdict,

@@ -24,7 +24,8 @@ def copies_worked_examples(reason: str, parts: PromptParts, also: str = "") -> b
     example's reason whatever they judge ("Firm disagreement about an idea, not a person."
     for a plain fact); such a reason says nothing true of the text."""
     copied = _runs(reason) & _example_runs(parts.worked_examples)
-    return bool(copied - _runs(f"{parts.shared} {parts.own} {also}"))
+    # the judged text (a whole context, maybe) is read only when a run matched the examples
+    return bool(copied) and bool(copied - _runs(f"{parts.shared} {parts.own} {also}"))
 
 
 @functools.lru_cache(maxsize=64)
