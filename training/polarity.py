@@ -58,15 +58,19 @@ _HALLUCINATED_INSTRUCTIONS = (
     + "\n\n"
     + _worked_examples("hallucinated", "yes")
 )
-_HALLUCINATED_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "hallucinated": {"type": "string", "enum": ["yes", "no"]},
-        "reason": {"type": "string"},
-    },
-    "required": ["hallucinated", "reason"],
-    "additionalProperties": False,
-}
+
+
+def _renamed(branch: dict, key: str, spec: dict | None = None) -> None:
+    """A verdict schema (or one of its branches) answering in `key` where it answered in
+    `verdict`, first as before, with `spec` instead of the verdict's own where given."""
+    own = branch["properties"].pop("verdict")
+    branch["properties"] = {key: own if spec is None else spec, **branch["properties"]}
+    branch["required"] = [key if r == "verdict" else r for r in branch["required"]]
+
+
+_HALLUCINATED_SCHEMA = load_schema("hallucination_verdict")
+_HALLUCINATED_SCHEMA["$id"] = "polarity_hallucinated"
+_renamed(_HALLUCINATED_SCHEMA, "hallucinated")
 WAYS = {
     "hallucination": ("verdict", "hallucinated", "supported"),
     "toxicity": ("verdict", "toxic", "civil"),
@@ -90,10 +94,7 @@ def _toxicity_way(key: str, toxic: str, civil: str) -> tuple[str, dict]:
     schema = load_schema("toxicity_verdict")
     schema["$id"] = f"polarity_{key}"
     for branch, value in zip(schema["oneOf"], (toxic, civil), strict=True):
-        branch["properties"][key] = {"const": value}
-        del branch["properties"]["verdict"]
-        branch["required"] = [key if r == "verdict" else r for r in branch["required"]]
-        branch["properties"] = {key: branch["properties"].pop(key), **branch["properties"]}
+        _renamed(branch, key, {"const": value})
     return text, schema
 
 
