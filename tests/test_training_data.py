@@ -542,6 +542,41 @@ def test_hate_speech_and_its_counter_narratives_are_taken_apart_and_measured_onl
         make_data.added_sources("conan")
 
 
+def test_adversarial_statements_keep_their_gold_label_and_leave_out_insults_called_not_hate(
+    make_data, tmp_path
+):
+    header = (
+        "entry_id,text,type,target,round.base,round.set,set,split,label_gold,matched_text,"
+        "matched_id"
+    )
+    path = tmp_path / "train.csv"
+    path.write_text(
+        "\n".join([
+            header,
+            '1,"I would love to \U0001f52a some  \U0001f473",derogation,[],5,5a,original,train,1,x,2',
+            '2,I would love to \U0001f44f some \U0001f473,none,[],5,5b,perturbation,train,0,x,1',
+            "3,if you hate them you are a Moron,none,[],5,5a,original,train,0,x,4",  # insult: out
+            "4,fucking insomnia,none,[],5,5b,perturbation,train,0,x,3",  # no target: kept
+            "5,say it twice,derogation,[],6,6a,original,train,1,x,6",
+            "6,Say it twice,none,[],6,6b,perturbation,train,0,x,5",  # both labels: out
+        ]) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    examples = make_data.hatemoji({"train": path})
+    assert [(e.source, e.label, e.text) for e in examples] == [
+        ("hatemoji/train/hate", "yes", "I would love to \U0001f52a some \U0001f473"),
+        ("hatemoji/train/not-hate", "no", "I would love to \U0001f44f some \U0001f473"),
+        ("hatemoji/train/not-hate", "no", "fucking insomnia"),
+    ]
+    assert not any(e.input for e in examples)
+    # trained from its train split, measured from its test split; the test suite never read
+    assert make_data.added_sources("hatemoji") == ["hatemoji"]
+    assert make_data.held_out_sources("hatemoji") == ["hatemoji"]
+    assert {prefix.split("/")[1] for prefix in make_data.HELD_OUT_SOURCE["hatemoji"]} == {"test"}
+    assert {prefix.split("/")[1] for prefix in make_data.ADDED["hatemoji"]["toxicity"]} == {"train"}
+    assert not any("HatemojiCheck" in inner for _, inner in make_data.FILES.values())
+
+
 def test_counter_replies_name_the_group_they_defend_and_quote_no_hate(make_data):
     examples = make_data.counter_replies(200, random.Random(5))
     assert len(examples) == 200 and len({e.text for e in examples}) == 200
@@ -1521,7 +1556,7 @@ def test_get_sources_reads_every_repository_data_md_names_at_one_commit(make_dat
     get_sources = load_script("get_sources")
     data_md = (ROOT / "training" / "DATA.md").read_text(encoding="utf-8")
     files = get_sources.recorded(data_md)
-    assert len({f.repo for f in files}) == 16 and len(files) == len(make_data.recorded_hashes())
+    assert len({f.repo for f in files}) == 17 and len(files) == len(make_data.recorded_hashes())
     with pytest.raises(get_sources.SourceError, match="at two commits"):
         get_sources.recorded("`a/b` @ `" + "1" * 40 + "`\n`a/b` @ `" + "2" * 40 + "`\n")
     with pytest.raises(get_sources.SourceError, match="no commit for a\\+b"):

@@ -125,6 +125,16 @@ for _task in BUMP_TASKS:
 # for its fiction, CC BY-SA 3.0, CC BY 3.0 or public domain. `dev.txt` is half of MultiNLI's
 # own development pairs. Trained on only with `--add mnli`.
 FILES["mnli_dev"] = ("salesforce+DocNLI", "Data/binary-MNLI/dev.txt")
+# HatemojiBuild (Kirk et al. 2022): statements people wrote on Dynabench to fool a hate
+# classifier (the rounds after Vidgen et al.'s Dynamically Generated Hate Speech Dataset),
+# most with emoji, each paired with a perturbation of it that flips or keeps its label: hate
+# turned into counter-speech, negation, a positive statement about the identity, or aimed at
+# an object. CC BY 4.0. Trained on from its train split only with `--add hatemoji`; measured
+# from its test split with `--hold-out hatemoji`. Its HatemojiCheck test suite is never read.
+HATEMOJI = "HannahKirk+Hatemoji"
+HATEMOJI_SPLITS = ("train", "test")
+for _split in HATEMOJI_SPLITS:
+    FILES[f"hatemoji_{_split}"] = (HATEMOJI, f"HatemojiBuild/{_split}.csv")
 TOXIGEN_GROUPS = (
     "asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
     "mental_disability", "mexican", "middle_east", "muslim", "native_american",
@@ -303,6 +313,35 @@ def convabuse(paths: dict[str, Path]) -> list[Example]:
             else:
                 continue
             out.append(Example("toxicity", f"convabuse/{split}/{kind}", label, text))
+    return out
+
+
+# An insult word: a not-hateful HatemojiBuild text holding one may still attack a person
+# ("if you hate them you are a ...", "you stupid ..."), which the rubric calls toxic.
+_INSULT = re.compile(
+    r"\b(idiot|stupid|cunt|bitch|twat|moron|dumb|retard|wanker|prick|scum|trash|dick|loser)",
+    re.IGNORECASE,
+)
+
+
+def hatemoji(paths: dict[str, Path]) -> list[Example]:
+    """HatemojiBuild's statements by their gold label: hateful `hatemoji/{split}/hate`
+    ("yes"), not hateful `hatemoji/{split}/not-hate` ("no"). A not-hateful text with an insult
+    word is left out: its label says it attacks no protected group, not that it attacks no
+    one. Whitespace collapsed; a text met twice with both labels left out. Judged alone."""
+    out = []
+    for split, path in paths.items():
+        found = []
+        with path.open(encoding="utf-8", newline="") as f:
+            for record in csv.DictReader(f):
+                text = " ".join(record["text"].split())
+                hate = record["label_gold"].strip() == "1"
+                if text and (hate or not _INSULT.search(text)):
+                    found.append((text, "hate" if hate else "not-hate"))
+        out += [
+            Example("toxicity", f"hatemoji/{split}/{kind}", "yes" if kind == "hate" else "no", text)
+            for text, kind in one_kind_each(found)
+        ]
     return out
 
 
@@ -1393,6 +1432,7 @@ HELD_OUT_SOURCE = {
     "conan": {"conan/hate": 300, "conan/counter": 300},
     "q2": {"q2/consistent": 250, "q2/inconsistent": 250},
     "bump": {"bump/reference": 198, "bump/edited/": 198},  # every pair (198 articles)
+    "hatemoji": {"hatemoji/test/hate": 150, "hatemoji/test/not-hate": 150},
 }  # fmt: skip
 # Sources added after the leave-one-source-out runs: read and trained on only when named in
 # `--add` (or held out), each drawn from its own generator, so that a recipe without them
@@ -1417,6 +1457,7 @@ ADDED = {
         "hallucination": {"ja-prodrop/supported": 50, "ja-prodrop/unsupported": 50}
     },
     "mnli": {"hallucination": {"mnli/entailment": 120, "mnli/not-entailment": 120}},
+    "hatemoji": {"toxicity": {"hatemoji/train/hate": 100, "hatemoji/train/not-hate": 100}},
 }  # fmt: skip
 
 
@@ -1569,6 +1610,10 @@ def collect(
         extra += ucc(path("ucc_test"))
     if "conan/" in held_out:  # measured only
         extra += conan(path("conan"))
+    if "hatemoji/" in held_out:  # its test split, measured
+        extra += hatemoji({"test": path("hatemoji_test")})
+    elif "hatemoji" in added:  # its train split only
+        extra += hatemoji({"train": path("hatemoji_train")})
     if "brush-offs" in added:  # training only, from its own generator
         extra += brush_offs(600, random.Random(f"{SEED}:brush-offs"))
     if "counter-replies" in added:  # training only, from its own generator
@@ -1700,6 +1745,7 @@ class Tokens:
 # out beside them leaves the others' rows as they were (one generator serves every draw).
 LATE_HELD_OUT = (
     "stormfront", "dstc9", "summedits", "convabuse", "ethos", "ucc", "q2", "conan", "bump",
+    "hatemoji",
 )  # fmt: skip
 
 
