@@ -5,8 +5,9 @@ section of RESULTS.md made it, and check each against the saved run that judged 
 
 A folder is rows drawn by `make_data.py` (the same seed, so the same rows) and kept whole or
 in part: Q²'s 500 rows are the last of a fold-M draw, SummEdits', UCC's, CONAN's, BUMP's and
-HatemojiBuild's the held-out-sources file of a draw that holds them out, AnB-shared the held-out rows of the
-sources AnB and AnT share, unseen-tox ETHOS's comments beside ConvAbuse's test split. Each
+HatemojiBuild's the held-out-sources file of a draw that holds them out, AnB-shared the
+held-out rows of the sources AnB and AnT share, unseen-tox ETHOS's comments beside
+ConvAbuse's test split. Each
 folder is then checked: every set of each saved run named for it (under training/results/)
 must hold the folder's labels and groups in the same order, as `spread.py --data` pairs them.
 A folder already there that passes the check is left as it is; one made again replaces it
@@ -149,8 +150,10 @@ SETS = (
                 copy(f"held-out-sources_{HALL}.jsonl"),
                 (held("bump/quality-merged-bump.json", HALL),),
                 "News summaries against whole articles"),
-    MeasuredSet("data-hatemoji", ("--hold-out", "hatemoji"), copy(f"held-out-sources_{TOX}.jsonl"),
-                (held("anh/quality-shipped-hatemoji.json", TOX), held("anh/quality-AnH-hatemoji.json", TOX)),
+    MeasuredSet("data-hatemoji", ("--hold-out", "hatemoji"),
+                copy(f"held-out-sources_{TOX}.jsonl"),
+                (held("anh/quality-shipped-hatemoji.json", TOX),
+                 held("anh/quality-AnH-hatemoji.json", TOX)),
                 "People's adversarial statements and their perturbations"),
 )  # fmt: skip
 
