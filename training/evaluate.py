@@ -22,7 +22,7 @@ from pathlib import Path
 from localjudge.judge import Judge
 from localjudge.quality.labelled import QualityReport, Way, baselines, devset_rows, measure
 from localjudge.quality.rows import read_rows
-from localjudge.scorers.evidence import check_windows
+from localjudge.scorers.evidence import windows_from_text
 
 TASKS = ("toxicity", "hallucination")
 SHIP_MARGIN = {"toxicity": 0.05, "hallucination": 0.0}  # over the best trivial baseline
@@ -34,7 +34,7 @@ WINDOW_TOKENS = 96  # the evidence windows the tuned judge ships with (registry)
 def windows_option(value: str) -> int | str:
     """`--windows`, checked as the scorers check their option."""
     try:
-        return check_windows(int(value) if value.isdigit() else value)
+        return windows_from_text(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -92,12 +92,12 @@ def known_scorers() -> list[str]:
 
 def _windows_value(ctx, param, value: str | None) -> str | int | None:
     """`--windows`: k, "all" or "off", checked as the scorer checks it."""
-    from localjudge.scorers.evidence import check_windows
+    from localjudge.scorers.evidence import windows_from_text
 
     if value is None:
         return None
     try:
-        return check_windows(int(value) if value.isdigit() else value)
+        return windows_from_text(value)
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
 

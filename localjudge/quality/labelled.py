@@ -519,9 +519,7 @@ def measure(
         statements=statements,
         left_out=task.leaves_out if statements else "",
         windows=(DEFAULT_TOP_K if windows is None else windows) if task.windowed else None,
-        window_tokens=(window_tokens or getattr(judge, "window_tokens", None))
-        if task.windowed
-        else None,
+        window_tokens=(window_tokens or judge.window_tokens) if task.windowed else None,
     )
 
 

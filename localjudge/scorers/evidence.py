@@ -62,6 +62,12 @@ def check_windows(windows: object) -> str | int:
     return windows
 
 
+def windows_from_text(value: str) -> str | int:
+    """`windows` as a command line writes it ("all", "off" or k), checked as the scorers
+    check it (`check_windows`)."""
+    return check_windows(int(value) if value.isdigit() else value)
+
+
 def split_windows(
     text: str, count_tokens: Callable[[str], int], window_tokens: int
 ) -> list[Window]:
