@@ -577,6 +577,47 @@ def test_adversarial_statements_keep_their_gold_label_and_leave_out_insults_call
     assert not any("HatemojiCheck" in inner for _, inner in make_data.FILES.values())
 
 
+def test_hatemoji_pairs_are_drawn_whole_and_on_one_side_of_the_split(make_data, tmp_path):
+    header = (
+        "entry_id,text,type,target,round.base,round.set,set,split,label_gold,matched_text,"
+        "matched_id"
+    )
+    rows = [header]
+    for i in range(40):  # 40 pairs: an original and the perturbation written of it
+        hate, flipped = ("1", "0") if i % 2 else ("0", "1")  # originals of either label
+        rows.append(f"{2 * i},they are vermin no {i},x,[],5,5a,original,train,{hate},x,{2 * i + 1}")
+        rows.append(
+            f"{2 * i + 1},they are lovely no {i},x,[],5,5b,perturbation,train,{flipped},x,{2 * i}"
+        )
+    rows.append("80,same again,derogation,[],6,6a,original,train,1,x,81")
+    rows.append("81,you moron same again,none,[],6,6b,perturbation,train,0,x,80")  # insult: out
+    rows.append("82,both kept hateful,derogation,[],6,6a,original,train,1,x,83")
+    # both hateful: no contrast, out
+    rows.append("83,both kept hateful too,derogation,[],6,6b,perturbation,train,1,x,82")
+    path = tmp_path / "train.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")  # fmt: skip
+    examples = make_data.hatemoji_pairs(path)
+    assert len(examples) == 80 and {e.pair for e in examples} == {str(2 * i) for i in range(40)}
+    for pair in {e.pair for e in examples}:
+        members = [e for e in examples if e.pair == pair]
+        assert sorted(e.label for e in members) == ["no", "yes"]
+        assert {make_data.heldout(e, 0.2) for e in members} in ({True}, {False})
+        hateful = "they are vermin" if int(pair) % 4 == 2 else "they are lovely"
+        assert [e.text for e in members if e.label == "yes"][0].startswith(hateful)
+    counts = {"hatemoji/train/pair-hate": 10, "hatemoji/train/pair-not-hate": 10}
+    drawn = make_data.take_pairs(examples, counts, random.Random(1))
+    assert len(drawn) == 20 and len({e.pair for e in drawn}) == 10
+    one_side = [e for e in examples if e.label == "yes" or int(e.pair) % 4]  # some pairs halved
+    assert all(
+        sum(d.pair == e.pair for d in one_side) == 2
+        for e in make_data.take_pairs(one_side, counts, random.Random(1), upto=True)
+    )
+    with pytest.raises(make_data.SourceError):
+        make_data.take_pairs(examples, {k: 50 for k in counts}, random.Random(1))
+    with pytest.raises(argparse.ArgumentTypeError):
+        make_data.added_sources("hatemoji,hatemoji-pairs")
+
+
 def test_counter_replies_name_the_group_they_defend_and_quote_no_hate(make_data):
     examples = make_data.counter_replies(200, random.Random(5))
     assert len(examples) == 200 and len({e.text for e in examples}) == 200
@@ -901,9 +942,16 @@ def test_an_added_source_leaves_every_other_draw_as_it_was(make_data):
     for sources in make_data.ADDED.values():
         for task, counts in sources.items():
             prefixes[task] += list(counts)
+    paired = {p for name in make_data.PAIRED for c in make_data.ADDED[name].values() for p in c}
     pools = {
         task: [
-            make_data.Example(task, f"{p}x" if p.endswith("/") else p, "no", f"{p} text {i}")
+            make_data.Example(
+                task,
+                f"{p}x" if p.endswith("/") else p,
+                "no",
+                f"{p} text {i}",
+                pair=str(i) if p in paired else "",  # a pair's members share its number
+            )
             for p in names
             for i in range(1000)
         ]

@@ -157,6 +157,7 @@ class Example:
     context: tuple[str, ...] = ()  # hallucination only
     input: str = ""  # toxicity only: the user's message
     document: str = ""  # the whole text the window was cut from, for held-out rows
+    pair: str = ""  # a contrast pair's id: `take_pairs` draws both members or neither
 
     def key(self) -> str:
         return hashlib.sha256(self.text.strip().lower().encode()).hexdigest()
@@ -342,6 +343,34 @@ def hatemoji(paths: dict[str, Path]) -> list[Example]:
             Example("toxicity", f"hatemoji/{split}/{kind}", "yes" if kind == "hate" else "no", text)
             for text, kind in one_kind_each(found)
         ]
+    return out
+
+
+def hatemoji_pairs(path: Path) -> list[Example]:
+    """HatemojiBuild's train split as its annotators' contrast pairs: an original statement
+    and the perturbation written of it, one hateful and the other not
+    (`hatemoji/train/pair-hate` "yes", `hatemoji/train/pair-not-hate` "no"), both carrying
+    the pair's id. Left out as `hatemoji` leaves them out (a not-hateful member with an
+    insult word, a text met with both labels), and so is a pair whose text another pair
+    has. Judged alone."""
+    with path.open(encoding="utf-8", newline="") as f:
+        records = {r["entry_id"]: r for r in csv.DictReader(f)}
+    text = lambda r: " ".join(r["text"].split())  # noqa: E731
+    kept = {e.text for e in hatemoji({"train": path})}
+    pairs = []
+    for record in records.values():
+        other = records.get(record["matched_id"])
+        if record["set"] != "original" or other is None:
+            continue
+        hate, civil = (record, other) if record["label_gold"].strip() == "1" else (other, record)
+        if hate["label_gold"].strip() == "1" and civil["label_gold"].strip() == "0":
+            pairs.append((record["entry_id"], text(hate), text(civil)))
+    used = Counter(t.lower() for _, hate, civil in pairs for t in (hate, civil))
+    out = []
+    for pair, hate, civil in pairs:
+        if {hate, civil} <= kept and used[hate.lower()] == used[civil.lower()] == 1:
+            out.append(Example("toxicity", "hatemoji/train/pair-hate", "yes", hate, pair=pair))
+            out.append(Example("toxicity", "hatemoji/train/pair-not-hate", "no", civil, pair=pair))
     return out
 
 
@@ -1374,7 +1403,13 @@ def counter_replies(count: int, rng: random.Random) -> list[Example]:
 
 
 def heldout(example: Example, share: float) -> bool:
-    return int(example.key()[:8], 16) / 0xFFFFFFFF < share
+    """Whether the example is on the held-out side, by a hash of its text; a contrast pair's
+    members by a hash of the pair's id, so that both are on one side."""
+    if example.pair:
+        key = hashlib.sha256(f"pair:{example.pair}".encode()).hexdigest()
+    else:
+        key = example.key()
+    return int(key[:8], 16) / 0xFFFFFFFF < share
 
 
 def take(
@@ -1390,6 +1425,25 @@ def take(
             raise SourceError(f"{prefix}: {len(pool)} examples, {n} wanted")
         chosen.extend(pool[:n])
     return chosen
+
+
+def take_pairs(
+    examples: list[Example], by_source: dict[str, int], rng: random.Random, *, upto: bool = False
+) -> list[Example]:
+    """As `take`, for a source of contrast pairs: whole pairs drawn at random, as many as
+    the smallest count, a pair only when all its members are among `examples`."""
+    if not by_source:
+        return []
+    members: dict[str, list[Example]] = {}
+    for e in examples:
+        if e.pair and e.source.startswith(tuple(by_source)):
+            members.setdefault(e.pair, []).append(e)
+    whole = sorted(p for p, found in members.items() if len(found) == len(by_source))
+    rng.shuffle(whole)
+    n = min(by_source.values())
+    if len(whole) < n and not upto:
+        raise SourceError(f"{', '.join(by_source)}: {len(whole)} pairs, {n} wanted")
+    return [e for p in whole[:n] for e in members[p]]
 
 
 # Per source prefix: training examples at --scale 1 (the pilot size; the first adapter used 2.5,
@@ -1458,7 +1512,12 @@ ADDED = {
     },
     "mnli": {"hallucination": {"mnli/entailment": 120, "mnli/not-entailment": 120}},
     "hatemoji": {"toxicity": {"hatemoji/train/hate": 100, "hatemoji/train/not-hate": 100}},
+    "hatemoji-pairs": {
+        "toxicity": {"hatemoji/train/pair-hate": 200, "hatemoji/train/pair-not-hate": 200}
+    },
 }  # fmt: skip
+# Added sources of contrast pairs, drawn a pair at a time (`take_pairs`).
+PAIRED = {"hatemoji-pairs"}
 
 
 def is_template(prefix: str) -> bool:
@@ -1614,6 +1673,8 @@ def collect(
         extra += hatemoji({"test": path("hatemoji_test")})
     elif "hatemoji" in added:  # its train split only
         extra += hatemoji({"train": path("hatemoji_train")})
+    elif "hatemoji-pairs" in added:  # its train split, a pair at a time
+        extra += hatemoji_pairs(path("hatemoji_train"))
     if "brush-offs" in added:  # training only, from its own generator
         extra += brush_offs(600, random.Random(f"{SEED}:brush-offs"))
     if "counter-replies" in added:  # training only, from its own generator
@@ -1821,6 +1882,8 @@ def added_sources(value: str) -> list[str]:
             raise argparse.ArgumentTypeError(f"unknown source {name!r}: one of {', '.join(ADDED)}")
     if {"additions", "additions-split"} <= set(names):  # one shape of the same rows
         raise argparse.ArgumentTypeError("additions and additions-split are one or the other")
+    if {"hatemoji", "hatemoji-pairs"} <= set(names):  # one source's rows, drawn two ways
+        raise argparse.ArgumentTypeError("hatemoji and hatemoji-pairs are one or the other")
     return names
 
 
@@ -1856,7 +1919,8 @@ def select(
                     k: v for k, v in ADDED[name].get(task, {}).items() if not k.startswith(unseen)
                 }  # a held-out source's text is never trained on, in whatever rows
                 added = split_counts(wanted, split, args)
-                picked += take(pool, added, random.Random(f"{SEED}:{split}:{name}"), upto=upto)
+                draw = take_pairs if name in PAIRED else take
+                picked += draw(pool, added, random.Random(f"{SEED}:{split}:{name}"), upto=upto)
         picks[task] = picked
     return picks
 
