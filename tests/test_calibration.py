@@ -231,6 +231,56 @@ def test_calibrate_statement_by_statement(tmp_path, tmp_home, monkeypatch):
     assert "questions and courtesies left out" in json.loads(claims.output)["source"]
 
 
+def test_calibrate_reads_long_contexts_in_the_windows_asked_for_and_says_so(
+    tmp_path, tmp_home, monkeypatch
+):
+    monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")  # supported: found word for word
+    facts = " ".join(f"Station {n} recorded {n + 3} frost days." for n in range(30))
+    rows = [
+        {"context": [facts], "claim": f"Station {i} recorded {i + 3} frost days.", "label": False}
+        if i % 2
+        else {"context": [facts], "claim": f"Station {i} recorded no frost days.", "label": True}
+        for i in range(20)
+    ]
+    data = tmp_path / "frost.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    args = ["calibrate", "--data", str(data), "--task", "hallucination", "--dry-run", "--json"]
+    sources = {}
+    for name, more in {
+        "default": [],
+        "whole": ["--windows", "off"],
+        "small": ["--window-tokens", "36", "--windows", "1"],
+    }.items():
+        result = CliRunner().invoke(cli, [*args, *more])
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.output)
+        assert out["after"]["balanced_accuracy"] == 1.0 and out["rows"] == 20
+        sources[name] = out["source"]
+    assert sources["default"].endswith("evidence windows, the 4 best by BM25")
+    assert sources["whole"].endswith("each context judged whole")
+    assert sources["small"].endswith(
+        "long contexts in 36-token evidence windows, the 1 best by BM25"
+    )
+    text = CliRunner().invoke(cli, [*args[:-1], "--windows", "off"]).output
+    assert "each context judged whole" in text.splitlines()[0]
+    toxic = tmp_path / "tox.jsonl"
+    toxic.write_text(
+        "".join(
+            json.dumps(
+                {"text": f"You are an idiot {i}." if i % 2 else f"Fine {i}.", "label": i % 2 == 1}
+            )
+            + "\n"
+            for i in range(8)
+        )
+    )
+    tox_args = ["calibrate", "--data", str(toxic), "--task", "toxicity", "--dry-run", "--json"]
+    refused = CliRunner().invoke(cli, [*tox_args, "--windows", "2"])
+    assert refused.exit_code == 2 and "hallucination rows only" in refused.output
+    tox = CliRunner().invoke(cli, tox_args)
+    assert tox.exit_code == 0, tox.output
+    assert "windows" not in json.loads(tox.output)["source"]  # a statement has no context
+
+
 @pytest.mark.real
 def test_calibrate_on_the_real_model(tmp_path):
     from localjudge.quality.devsets import load_devset
@@ -255,3 +305,29 @@ def test_calibrate_on_the_real_model(tmp_path):
     assert out["rows"] + out["judge_errors"] == len(cases)
     gain = out["heldout_balanced_accuracy"]["gain_interval"]
     assert gain is None or -1 <= gain[0] <= gain[1] <= 1
+
+
+@pytest.mark.real
+def test_calibrate_in_evidence_windows_on_the_real_model(tmp_path):
+    from localjudge.quality.devsets import load_devset
+
+    cases = load_devset("hallucination")[::4]  # 12 rows of both labels, four-sentence contexts
+    data = tmp_path / "claims.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps(
+                {"context": c["context"], "claim": c["claim"], "label": c["expected"] == "yes"}
+            )
+            + "\n"
+            for c in cases
+        )
+    )
+    result = CliRunner().invoke(
+        cli,
+        ["calibrate", "--data", str(data), "--task", "hallucination", "--dry-run", "--json",
+         "--window-tokens", "24", "--windows", "2", "--folds", "2"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["rows"] + out["judge_errors"] == len(cases) and 0 <= out["threshold"] <= 1
+    assert out["source"].endswith("long contexts in 24-token evidence windows, the 2 best by BM25")

@@ -250,32 +250,39 @@ def _threshold(judge, task, given: float | None) -> tuple[float, str]:
 @click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 50))
 @statements_option
 @extraction_option
+@windows_options("Hallucination rows")
 @click.option("--dry-run", is_flag=True, help="Report, but store nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def calibrate(
     model, gpu_layers, n_ctx, threads, slots, data, task, max_fpr, folds, statements,
-    extraction, dry_run, as_json,
+    extraction, windows, window_tokens, dry_run, as_json,
 ):  # fmt: skip
     """Choose the judge's P(yes) threshold on labelled rows (maximising balanced accuracy,
     or with --max-fpr the true-positive rate within that false-positive rate), with
     cross-validation for honest before/after figures, and store it with the model for
     this prompt version: scorers on this model then say yes exactly when P(yes) reaches it.
+    Hallucination rows are judged in evidence windows as the scorer judges them (its
+    default top-k and window size unless --windows and --window-tokens say otherwise), and
+    the stored record says which.
     """
     import datetime
 
     from localjudge.model_registry import save_calibration
     from localjudge.quality.calibration import calibrate_rows
-    from localjudge.quality.labelled import DataError
+    from localjudge.quality.labelled import DataError, as_task
     from localjudge.quality.rows import read_rows
 
     _check_extraction(task, statements, extraction)
     try:
-        task = _shaped(task, extraction)
+        task = _shaped(as_task(task), extraction)
+        if (windows is not None or window_tokens is not None) and not task.windowed:
+            raise click.UsageError("--windows and --window-tokens apply to hallucination rows only")
         rows, bad_rows = read_rows(data, task)
         with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
             run = calibrate_rows(
                 judge, rows, task, source=Path(data).name, unreadable=len(bad_rows),
-                folds=folds, max_fpr=max_fpr, statements=statements,
+                folds=folds, max_fpr=max_fpr, statements=statements, windows=windows,
+                window_tokens=window_tokens,
             )  # fmt: skip
             meaningful = judge.meaningful
     except DataError as error:

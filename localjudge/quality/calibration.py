@@ -15,7 +15,7 @@ from localjudge.quality.intervals import (
     interval,
     rows_as_drawn,
 )
-from localjudge.quality.labelled import Agreement, statements_shape
+from localjudge.quality.labelled import Agreement, statements_shape, windows_shape
 
 
 def _rates(labels: list[bool], predictions: list[bool]) -> tuple[float, float]:
@@ -142,6 +142,17 @@ class CalibrationRun:
     statements: bool = False  # each text judged statement by statement (`judge_rows`)
     left_out: str = ""  # what the statements leave out of each text (`VerdictTask.leaves_out`)
     weights: dict = field(default_factory=dict)  # the judge's `weights`: what it was fitted on
+    # how long contexts were read (a windowed task's; `windows_shape`): the shape in which
+    # the threshold holds
+    windows: str | int | None = None
+    window_tokens: int | None = None
+
+    def shape(self, separator: str) -> str:
+        """How each row was judged, beyond one verdict on its whole text, in words."""
+        parts = [statements_shape(self.left_out)] if self.statements else []
+        if self.windows is not None:
+            parts.append(windows_shape(self.windows, self.window_tokens))
+        return "".join(f"{separator}{part}" for part in parts)
 
     def record(self, date: str) -> dict:
         """What the registry stores for this model and prompt version."""
@@ -149,8 +160,7 @@ class CalibrationRun:
         return {
             "threshold": round(result.threshold, 6),
             "source": f"calibrate {self.source}: {self.rows} rows, {result.folds}-fold, "
-            f"{result.objective}"
-            + (f", {statements_shape(self.left_out)}" if self.statements else ""),
+            f"{result.objective}{self.shape(', ')}",
             "date": date,
             "rows": self.rows,
             "heldout_balanced_accuracy": {
@@ -181,8 +191,7 @@ class CalibrationRun:
         lines = [
             f"{self.task}: {self.rows} rows judged by {self.model} ({self.unreadable} unreadable, "
             f"{self.judge_errors} the judge could not answer); {result.folds}-fold, "
-            f"{result.objective}"
-            + (f"; {statements_shape(self.left_out)}" if self.statements else ""),
+            f"{result.objective}{self.shape('; ')}",
             f"  {'held out':24} {'accuracy':>9} {'balanced':>9} {'F1':>6} {'FPR':>6}",
         ]
         for label, a in (
@@ -216,19 +225,28 @@ class CalibrationRun:
 
 def calibrate_rows(
     judge, rows: list, task, *, source: str, unreadable: int = 0, folds: int = 5,
-    max_fpr: float | None = None, statements: bool = False,
+    max_fpr: float | None = None, statements: bool = False, windows=None,
+    window_tokens: int | None = None,
 ) -> CalibrationRun:  # fmt: skip
     """Judge labelled verdict rows and choose the threshold on them; DataError when they
     are item rows, or the judge answered too few rows of both labels. With `statements`,
     each text is judged statement by statement and a row takes its most flagged statement's
     P(yes) (`judge_rows`): a row is then flagged at a threshold exactly when one of its
-    statements is, which is how the scorers use the threshold on an output."""
+    statements is, which is how the scorers use the threshold on an output. `windows` and
+    `window_tokens`: the hallucination scorer's evidence-window options (default its top-k
+    and the judge's own size), so that the threshold is fitted on the P(yes) the scorer
+    will read; the run says which it used."""
     from localjudge.quality.labelled import DataError, Row, as_task, judge_rows
+    from localjudge.scorers.evidence import DEFAULT_TOP_K
 
     task = as_task(task)
     if not all(isinstance(row, Row) for row in rows):
         raise DataError("calibrate needs verdict rows (a label per claim or text)")
-    verdicts = judge_rows(judge, rows, task, statements=statements)
+    if not task.windowed and (windows is not None or window_tokens is not None):
+        raise DataError(f"evidence windows apply to tasks with a context; {task.name} has none")
+    verdicts = judge_rows(
+        judge, rows, task, statements=statements, windows=windows, window_tokens=window_tokens
+    )
     answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
     labels = [r.label for r, _ in answered]
     if len(answered) < 4 or all(labels) or not any(labels):
@@ -249,4 +267,6 @@ def calibrate_rows(
         statements=statements,
         left_out=task.leaves_out if statements else "",
         weights=judge.weights,
+        windows=(DEFAULT_TOP_K if windows is None else windows) if task.windowed else None,
+        window_tokens=(window_tokens or judge.window_tokens) if task.windowed else None,
     )
