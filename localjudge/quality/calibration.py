@@ -236,8 +236,7 @@ def calibrate_rows(
     `window_tokens`: the hallucination scorer's evidence-window options (default its top-k
     and the judge's own size), so that the threshold is fitted on the P(yes) the scorer
     will read; the run says which it used."""
-    from localjudge.quality.labelled import DataError, Row, as_task, judge_rows
-    from localjudge.scorers.evidence import DEFAULT_TOP_K
+    from localjudge.quality.labelled import DataError, Row, as_task, judge_rows, windows_read
 
     task = as_task(task)
     if not all(isinstance(row, Row) for row in rows):
@@ -249,6 +248,7 @@ def calibrate_rows(
     )
     answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
     labels = [r.label for r, _ in answered]
+    read, size = windows_read(judge, task, windows, window_tokens)
     if len(answered) < 4 or all(labels) or not any(labels):
         raise DataError(
             f"calibration needs rows of both labels the judge answered; it has {len(answered)} "
@@ -267,6 +267,6 @@ def calibrate_rows(
         statements=statements,
         left_out=task.leaves_out if statements else "",
         weights=judge.weights,
-        windows=(DEFAULT_TOP_K if windows is None else windows) if task.windowed else None,
-        window_tokens=(window_tokens or judge.window_tokens) if task.windowed else None,
+        windows=read,
+        window_tokens=size,
     )

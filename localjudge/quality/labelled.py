@@ -486,8 +486,6 @@ def measure(
     judges an output, and the baselines in the same shape (`judge_rows`, `baselines`).
     `windows` and `window_tokens`: as the scorer's options (default its top-k and the
     judge's own size); `gather`: as `prompts_of`'s."""
-    from localjudge.scorers.evidence import DEFAULT_TOP_K
-
     task = as_task(task)
     started = time.perf_counter()
     verdicts = judge_rows(
@@ -500,6 +498,7 @@ def measure(
     if not answered:
         raise DataError(f"the judge answered none of {len(rows)} rows; first error: {failed[0][1]}")
     kept = [r for r, _ in answered]
+    read, size = windows_read(judge, task, windows, window_tokens)
     scores = [v.p_yes for _, v in answered]
     judge_way = Way("judge", scores, [s >= threshold for s in scores])
     return QualityReport(
@@ -518,8 +517,8 @@ def measure(
         resamples=resamples,
         statements=statements,
         left_out=task.leaves_out if statements else "",
-        windows=(DEFAULT_TOP_K if windows is None else windows) if task.windowed else None,
-        window_tokens=(window_tokens or judge.window_tokens) if task.windowed else None,
+        windows=read,
+        window_tokens=size,
     )
 
 
@@ -566,6 +565,19 @@ def interval_lines(spread: Intervals | None) -> list[str]:
                 f"  on these rows the judge's verdicts are not surely better than {name}'s"
             )
     return lines
+
+
+def windows_read(
+    judge, task: VerdictTask, windows=None, window_tokens: int | None = None
+) -> tuple[str | int | None, int | None]:
+    """How a windowed task's rows are read, as a report names it: the scorer's options with
+    their defaults filled in (its top-k, the judge's window size); (None, None) for a task
+    judged without a context's windows."""
+    from localjudge.scorers.evidence import DEFAULT_TOP_K
+
+    if not task.windowed:
+        return None, None
+    return (DEFAULT_TOP_K if windows is None else windows), (window_tokens or judge.window_tokens)
 
 
 def windows_shape(windows: str | int, window_tokens: int | None) -> str:
