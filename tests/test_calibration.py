@@ -279,6 +279,13 @@ def test_calibrate_reads_long_contexts_in_the_windows_asked_for_and_says_so(
     tox = CliRunner().invoke(cli, tox_args)
     assert tox.exit_code == 0, tox.output
     assert "windows" not in json.loads(tox.output)["source"]  # a statement has no context
+    from localjudge.loading import load_judge
+    from localjudge.quality.calibration import calibrate_rows
+    from localjudge.quality.labelled import DataError
+    from localjudge.quality.rows import read_rows
+
+    with load_judge() as judge, pytest.raises(DataError, match="toxicity has none"):
+        calibrate_rows(judge, read_rows(toxic, "toxicity")[0], "toxicity", source="t", windows=2)
 
 
 @pytest.mark.real

@@ -248,13 +248,13 @@ def calibrate_rows(
     )
     answered = [(r, v) for r, v in zip(rows, verdicts, strict=True) if v.p_yes is not None]
     labels = [r.label for r, _ in answered]
-    read, size = windows_read(judge, task, windows, window_tokens)
     if len(answered) < 4 or all(labels) or not any(labels):
         raise DataError(
             f"calibration needs rows of both labels the judge answered; it has {len(answered)} "
             f"({sum(labels)} labelled yes)"
         )
     result = calibrate(labels, [v.p_yes for _, v in answered], folds=folds, max_fpr=max_fpr)
+    read, size = windows_read(judge, task, windows, window_tokens)
     return CalibrationRun(
         task=task.name,
         model=judge.name,
