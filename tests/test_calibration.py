@@ -234,6 +234,11 @@ def test_calibrate_statement_by_statement(tmp_path, tmp_home, monkeypatch):
 def test_calibrate_reads_long_contexts_in_the_windows_asked_for_and_says_so(
     tmp_path, tmp_home, monkeypatch
 ):
+    from localjudge.loading import load_judge
+    from localjudge.quality.calibration import calibrate_rows
+    from localjudge.quality.labelled import DataError
+    from localjudge.quality.rows import read_rows
+
     monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")  # supported: found word for word
     facts = " ".join(f"Station {n} recorded {n + 3} frost days." for n in range(30))
     rows = [
@@ -279,11 +284,6 @@ def test_calibrate_reads_long_contexts_in_the_windows_asked_for_and_says_so(
     tox = CliRunner().invoke(cli, tox_args)
     assert tox.exit_code == 0, tox.output
     assert "windows" not in json.loads(tox.output)["source"]  # a statement has no context
-    from localjudge.loading import load_judge
-    from localjudge.quality.calibration import calibrate_rows
-    from localjudge.quality.labelled import DataError
-    from localjudge.quality.rows import read_rows
-
     with load_judge() as judge, pytest.raises(DataError, match="toxicity has none"):
         calibrate_rows(judge, read_rows(toxic, "toxicity")[0], "toxicity", source="t", windows=2)
 

@@ -7,9 +7,9 @@ A folder is rows drawn by `make_data.py` (the same seed, so the same rows) and k
 in part: Q²'s 500 rows are the last of a fold-M draw, SummEdits', UCC's, CONAN's, BUMP's and
 HatemojiBuild's the held-out-sources file of a draw that holds them out, AnB-shared the
 held-out rows of the sources AnB and AnT share, unseen-tox ETHOS's comments beside
-ConvAbuse's test split. Each
-folder is then checked: every set of each saved run named for it (under training/results/)
-must hold the folder's labels and groups in the same order, as `spread.py --data` pairs them.
+ConvAbuse's test split. Each folder is then checked: every set of each saved run named for
+it (under training/results/) must hold the folder's labels and groups in the same order, as
+`spread.py --data` pairs them.
 A folder already there that passes the check is left as it is; one made again replaces it
 only once it passes. Nothing is judged: nine draws, about two minutes in all on two CPU
 cores. Runs in localjudge's own virtual environment.

@@ -42,6 +42,12 @@ def _check_extraction(task: str | None, statements: bool, extraction: str | None
         raise click.UsageError("--extraction applies to the hallucination task only")
 
 
+def _check_windows(tasks, windows, window_tokens) -> None:
+    """`--windows` and `--window-tokens` go with tasks judged in a context's windows."""
+    if (windows is not None or window_tokens is not None) and not all(t.windowed for t in tasks):
+        raise click.UsageError("--windows and --window-tokens apply to hallucination rows only")
+
+
 def _shaped(task, extraction: str | None):
     """The verdict task, its texts cut as `--extraction` says (`_check_extraction`)."""
     if extraction is None:
@@ -139,10 +145,7 @@ def quality(
         raise click.UsageError("--data needs --task (hallucination, toxicity, rubric:FILE, ...)")
     _check_extraction(task, statements, extraction)
     sources = _sources(data, task)
-    if (windows is not None or window_tokens is not None) and not all(
-        resolved.windowed for _, resolved, *_ in sources
-    ):
-        raise click.UsageError("--windows and --window-tokens apply to hallucination rows only")
+    _check_windows([resolved for _, resolved, *_ in sources], windows, window_tokens)
     from localjudge.quality.items import ItemReport, ItemRow, measure_items
 
     if (plot or html_path) and isinstance(sources[0][2][0], ItemRow):
@@ -275,8 +278,7 @@ def calibrate(
     _check_extraction(task, statements, extraction)
     try:
         task = _shaped(as_task(task), extraction)
-        if (windows is not None or window_tokens is not None) and not task.windowed:
-            raise click.UsageError("--windows and --window-tokens apply to hallucination rows only")
+        _check_windows([task], windows, window_tokens)
         rows, bad_rows = read_rows(data, task)
         with load_judge(model, slots, gpu_layers, n_ctx, threads) as judge:
             run = calibrate_rows(
