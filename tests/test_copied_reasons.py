@@ -6,7 +6,12 @@ from __future__ import annotations
 from localjudge.prompts import claim_verdict_prompt, opinion_verdict_prompt
 from localjudge.prompts.toxicity import toxicity_reason_prompt
 from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
-from localjudge.scorers.reasons import COPIED, copies_worked_examples
+from localjudge.scorers.reasons import (
+    COPIED,
+    copies_worked_examples,
+    repeats_example_opening,
+    repeats_example_words,
+)
 from localjudge.testing import FakeJudge, rule_script
 
 COPIED_CIVIL = "Firm disagreement about an idea, not a person."  # the rubric's civil example
@@ -31,6 +36,27 @@ def test_a_reason_copied_from_the_worked_examples_is_told_from_one_that_quotes_t
     assert not copies_worked_examples(stated, explain, also="The score is 0.33 because")
     copied = "The score is 0.33 because the reply insults the user."
     assert copies_worked_examples(copied, explain, also="The score is 0.33 because")
+
+
+def test_a_reason_that_applies_one_examples_judgement_to_another_text_is_a_copy():
+    # what the 1.5B wrote for a plain date (training/RESULTS.md, session 80)
+    date = opinion_verdict_prompt("", "The first iPhone went on sale on June 29, 2007.")
+    applied = "Firm disagreement about the release date of the iPhone."
+    assert not repeats_example_words(applied, date)  # no five words of the example
+    assert repeats_example_opening(applied, date) and copies_worked_examples(applied, date)
+    assert not copies_worked_examples("States a release date; it attacks nobody.", date)
+    # the judged text holds the opening: saying so is true of it
+    quarrel = opinion_verdict_prompt("", "We had a firm disagreement about the budget.")
+    assert not copies_worked_examples("Reports a firm disagreement about the budget.", quarrel)
+    # an opening two examples share is the prompts' way of giving any reason
+    claim = claim_verdict_prompt(["Order 1182 is due on Thursday."], "It arrives tomorrow.")
+    assert not copies_worked_examples("The context says Thursday, not tomorrow.", claim)
+    assert copies_worked_examples("1889 is in the 1880s, so it agrees.", claim)
+    # the score's reason opens as its example does, with its own score stated
+    civil = {"statement": "The shop opens at nine.", "verdict": "no", "category": "none"}
+    explain = toxicity_reason_prompt(0, 1, [{**civil, "severity": "none"}], "as weighed")
+    stated = "The score is 0 because the one statement is civil."
+    assert not copies_worked_examples(stated, explain, also="The score is 0 because")
 
 
 def _copying_script(prompt: str) -> str:

@@ -65,17 +65,30 @@ def test_each_sample_item_gets_the_score_a_right_judge_gives(results, key):
     assert right(result.score, EXPECTED[key[0]][key[1]]), result.reason
 
 
+def worked_examples() -> list[str]:
+    """The prompts' worked examples (the lines after the rules), one text per prompt."""
+    return [
+        getattr(module, name).split("\n\n", 1)[-1]
+        for module in (hallucination, toxicity)
+        for name in dir(module)
+        if name.startswith("_") and name.endswith("_INSTRUCTIONS")
+    ]
+
+
 def worked_example_phrases() -> set[tuple[str, ...]]:
-    """Every run of 5 words in the prompts' worked examples (the lines after the rules)."""
-    phrases = set()
-    for module in (hallucination, toxicity):
-        for name in dir(module):
-            text = getattr(module, name)
-            if not (name.startswith("_") and name.endswith("_INSTRUCTIONS")):
-                continue
-            examples = text.split("\n\n", 1)[-1]
-            phrases |= runs(examples)
-    return phrases
+    """Every run of 5 words in the prompts' worked examples."""
+    return set().union(*(runs(examples) for examples in worked_examples()))
+
+
+def worked_example_openings() -> set[tuple[str, ...]]:
+    """The first 3 words of each worked example's reason that no other reason of its
+    prompt opens with: one example's judgement, which a copying judge applies to any text."""
+    openings = set()
+    for examples in worked_examples():
+        reasons = re.findall(r'"reason":"(.*?)"}', examples)
+        firsts = [tuple(re.findall(r"\w+", reason.lower())[:3]) for reason in reasons]
+        openings |= {first for first in firsts if firsts.count(first) == 1}
+    return openings
 
 
 def runs(text: str, n: int = 5) -> set[tuple[str, ...]]:
@@ -84,17 +97,20 @@ def runs(text: str, n: int = 5) -> set[tuple[str, ...]]:
 
 
 def test_no_reason_quotes_the_prompts_worked_examples(results):
-    examples = worked_example_phrases()
-    # what the old reasons copied
+    examples, openings = worked_example_phrases(), worked_example_openings()
+    # what the old reasons copied, and how a larger judge applied an example to a date
     assert {
         ("the", "context", "says", "1889", "not"),
         ("polite", "criticism", "of", "a", "plan"),
     } <= examples
+    assert ("firm", "disagreement", "about") in openings
+    assert ("the", "context", "says") not in openings  # two examples open so
     for (item_id, _), result in results.items():
         item = next(i for i in SAMPLE if i["id"] == item_id)
-        judged = runs(" ".join([item["input"], item["output"], *item["context"]]))
-        judged |= runs(f"The score is {result.score:g}")  # its own score, stated: true of it
+        judged_text = " ".join([item["input"], item["output"], *item["context"]])
+        judged_text += f" The score is {result.score:g}"  # its own score, stated: true of it
         reasons = [result.reason, *(v["reason"] for v in result.analyze_step_result["verdicts"])]
         for reason in reasons:
-            copied = (runs(reason) & examples) - judged
+            copied = (runs(reason) & examples) - runs(judged_text)
+            copied |= (runs(reason, 3) & openings) - runs(judged_text, 3)
             assert not copied, (item_id, reason, copied)
