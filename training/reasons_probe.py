@@ -44,11 +44,15 @@ def pick(path: Path, groups: list[str], per_group: int) -> list[dict]:
 def items(toxicity: list[dict], hallucination: list[dict]) -> list[tuple[str, dict]]:
     """(scorer, item) for every row: a toxicity row's text as the output, a hallucination
     row's claim as the output against its context."""
-    out = [("toxicity", {"id": f"t{i}", "output": r["text"], "group": r["group"]})
-           for i, r in enumerate(toxicity)]
+    out = [
+        ("toxicity", {"id": f"t{i}", "output": r["text"], "group": r["group"]})
+        for i, r in enumerate(toxicity)
+    ]
     out += [
-        ("hallucination", {"id": f"h{i}", "output": r["claim"], "context": r["context"],
-                           "group": r["group"]})
+        (
+            "hallucination",
+            {"id": f"h{i}", "output": r["claim"], "context": r["context"], "group": r["group"]},
+        )
         for i, r in enumerate(hallucination)
     ]
     return out
@@ -59,9 +63,16 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
     checked: list[dict] = []
 
     def record(reason, parts, also=""):
-        checked.append({"reason": reason, "shared": parts.shared, "own": parts.own,
-                        "also": also, "words": repeats_example_words(reason, parts, also),
-                        "opening": repeats_example_opening(reason, parts, also)})
+        checked.append(
+            {
+                "reason": reason,
+                "shared": parts.shared,
+                "own": parts.own,
+                "also": also,
+                "words": repeats_example_words(reason, parts, also),
+                "opening": repeats_example_opening(reason, parts, also),
+            }
+        )
         return False  # keep the judge's reason: every one is recorded
 
     original = base.copies_worked_examples
@@ -71,8 +82,10 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
             rows = [item for name, item in work if name == scorer_name]
             if not rows:
                 continue
-            create = {"toxicity": create_toxicity_scorer,
-                      "hallucination": create_hallucination_scorer}[scorer_name]
+            create = {
+                "toxicity": create_toxicity_scorer,
+                "hallucination": create_hallucination_scorer,
+            }[scorer_name]
             scorer = create(judge, reason="judge", claim_reasons="all")
             for item in rows:  # one at a time: the records follow the item's order
                 before = len(checked)
@@ -90,9 +103,12 @@ def blind(reasons: list[dict]) -> str:
     """Each reason with what it speaks of and no decision, to be read by hand."""
     lines = []
     for n, r in enumerate(reasons):
-        lines += [f"[{n}] {r['task']} {r['group']} {r['item']}",
-                  f"  judged: {' '.join((r['shared'] + ' ' + r['own']).split())}",
-                  f"  reason: {r['reason']}", ""]
+        lines += [
+            f"[{n}] {r['task']} {r['group']} {r['item']}",
+            f"  judged: {' '.join((r['shared'] + ' ' + r['own']).split())}",
+            f"  reason: {r['reason']}",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -101,9 +117,11 @@ def table(reasons: list[dict], labels: dict[int, bool]) -> str:
     missing = [n for n in range(len(reasons)) if n not in labels]
     if missing:
         raise SystemExit(f"no label for reasons {missing}")
-    out = ["| task | reasons | false | dropped by five words: false / true | "
-           "by an opening, not by five words: false / true | false kept by both |",
-           "|---|---:|---:|---|---|---:|"]
+    out = [
+        "| task | reasons | false | dropped by five words: false / true | "
+        "by an opening, not by five words: false / true | false kept by both |",
+        "|---|---:|---:|---|---|---:|",
+    ]
     for task in ("toxicity", "hallucination", "all"):
         rows = [(n, r) for n, r in enumerate(reasons) if task in ("all", r["task"])]
         false = [n for n, _ in rows if not labels[n]]
@@ -114,7 +132,8 @@ def table(reasons: list[dict], labels: dict[int, bool]) -> str:
             f"| {task} | {len(rows)} | {len(false)} | "
             f"{sum(not labels[n] for n in words)} / {sum(labels[n] for n in words)} | "
             f"{sum(not labels[n] for n in opening)} / {sum(labels[n] for n in opening)} | "
-            f"{len(kept_false)} |")
+            f"{len(kept_false)} |"
+        )
     return "\n".join(out)
 
 
@@ -124,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model")
     parser.add_argument("--toxicity", type=Path)
     parser.add_argument("--hallucination", type=Path)
-    parser.add_argument("--group", action="append", default=[],
-                        help="a group to draw rows from (repeatable)")
+    parser.add_argument(
+        "--group", action="append", default=[], help="a group to draw rows from (repeatable)"
+    )
     parser.add_argument("--per-group", type=int, default=20)
     parser.add_argument("--labels", type=Path, help="read hand labels against the rules")
     args = parser.parse_args(argv)
@@ -141,12 +161,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.model:
         parser.error("--model is needed to run the judge")
+
     def groups_of(path):
         rows = path.read_text(encoding="utf-8") if path else ""
         return [g for g in args.group if f'"group": "{g}"' in rows]
-    toxicity = pick(args.toxicity, groups_of(args.toxicity), args.per_group) if args.toxicity else []
-    hallucination = (pick(args.hallucination, groups_of(args.hallucination), args.per_group)
-                     if args.hallucination else [])
+
+    toxicity = (
+        pick(args.toxicity, groups_of(args.toxicity), args.per_group) if args.toxicity else []
+    )
+    hallucination = (
+        pick(args.hallucination, groups_of(args.hallucination), args.per_group)
+        if args.hallucination
+        else []
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     with Judge.load(args.model) as judge:
         reasons = run(judge, items(toxicity, hallucination))
