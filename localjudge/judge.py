@@ -138,6 +138,7 @@ class Judge:
         model: ResolvedModel | None = None,
         cache_prefixes: bool = False,
         extracts_claims: bool | None = None,
+        writes_reasons: bool | None = None,
         prompt_cache_mib: float | None = None,
         keep_prompts: int | None = None,
         window_tokens: int | None = None,
@@ -154,8 +155,8 @@ class Judge:
         self.meaningful = meaningful  # False: a base model, its verdicts mean nothing
         # False: a judge tuned for verdicts only; the hallucination scorer splits sentences
         self.extracts_claims = meaningful if extracts_claims is None else extracts_claims
-        # the same fitness: a judge whose free text is trusted writes its own reasons
-        self.writes_reasons = self.extracts_claims
+        # a judge marked fit for free text writes its own reasons (None: as it extracts claims)
+        self.writes_reasons = self.extracts_claims if writes_reasons is None else writes_reasons
         # the context size it judges best, in tokens: longer contexts are cut into evidence
         # windows of this size (None: as large as its context allows)
         self.window_tokens = window_tokens
@@ -274,6 +275,7 @@ class Judge:
             name=name,
             meaningful=resolved.meaningful,
             extracts_claims=resolved.extracts_claims,  # False for mechanics-only entries too
+            writes_reasons=resolved.writes_reasons,  # only a judge marked fit for them
             model=resolved,
             cache_prefixes=cache_prefixes,
             prompt_cache_mib=prompt_cache_mib,

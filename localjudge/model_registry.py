@@ -21,9 +21,9 @@ from localjudge.paths import home, models_dir
 
 FITNESS_NOTE = {
     "mechanics-only": "verdicts are not meaningful (base model); use it to test the mechanics",
-    "judge": "usable as a judge",
+    "judge": "usable as a judge, its own reasons included",
     "verdicts": "usable for yes/no verdicts (a small tuned judge): claims are split into sentences",
-    "unknown": "fitness as a judge not assessed",
+    "unknown": "fitness as a judge not assessed: reasons are built from its verdicts",
 }
 
 
@@ -39,7 +39,7 @@ class ModelEntry:
     license: str = "unknown"
     context_length: int | None = None
     prompt_format: str = "completion"  # "completion" or "chat-template"
-    fitness: str = "unknown"  # "mechanics-only", "judge" or "unknown"
+    fitness: str = "unknown"  # "mechanics-only", "verdicts", "judge" or "unknown"
     recommended: dict = field(default_factory=dict)
     notes: str = ""
     # a GGUF LoRA adapter applied to every sequence: absolute, or relative to the registry
@@ -63,6 +63,14 @@ class ModelEntry:
         """Whether its free-text answers (claim extraction) can be trusted, not only its
         verdicts: a judge tuned for verdicts alone writes poor free text."""
         return self.fitness in ("judge", "unknown")
+
+    @property
+    def writes_reasons(self) -> bool:
+        """Whether the reasons it writes are shown by default: only when it was marked fit
+        for them. A small judge's free text is false as often as not (Qwen2.5-Coder-1.5B:
+        95 of 191 reasons, training/RESULTS.md, session 80), so an unassessed one gets
+        reasons built from its verdicts, and its own are opt-in."""
+        return self.fitness == "judge"
 
     @property
     def adapter_path(self) -> Path | None:
@@ -192,6 +200,10 @@ class ResolvedModel:
     @property
     def extracts_claims(self) -> bool:
         return self.entry.extracts_claims if self.entry else True
+
+    @property
+    def writes_reasons(self) -> bool:
+        return self.entry.writes_reasons if self.entry else False
 
     @property
     def adapters(self) -> tuple[tuple[Path, float], ...]:
@@ -425,7 +437,7 @@ def add_model(
     path: str | Path,
     *,
     license: str = "unknown",
-    fitness: str = "judge",
+    fitness: str = "unknown",
     notes: str = "",
     compute_sha256: bool = True,
     adapter: str | Path | None = None,

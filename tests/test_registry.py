@@ -220,3 +220,39 @@ def test_a_malformed_user_registry_is_one_clear_line_and_a_non_gguf_file_is_refu
         result = CliRunner().invoke(cli, command)
         assert result.exit_code == 1 and "not a GGUF file" in result.output, result.output
     assert not registry.exists()  # nothing was stored
+
+
+def test_only_a_judge_marked_fit_for_free_text_writes_its_reasons_by_default(tmp_home, tmp_path):
+    path = write_gguf(tmp_path / "mine.gguf")
+    assert add_model("mine", path).fitness == "unknown"  # not assessed unless told
+    unassessed = registry.resolve("mine")
+    assert unassessed.extracts_claims and not unassessed.writes_reasons
+    for fitness, writes in (("judge", True), ("verdicts", False), ("mechanics-only", False)):
+        add_model(f"as-{fitness}", path, fitness=fitness)
+        assert registry.resolve(f"as-{fitness}").writes_reasons is writes
+    bare = registry.resolve(str(write_gguf(tmp_path / "other.gguf")))  # in no registry
+    assert bare.entry is None and bare.extracts_claims and not bare.writes_reasons
+
+
+@pytest.mark.real
+def test_a_judge_added_without_a_fitness_gives_reasons_built_from_its_verdicts(tmp_home):
+    from click.testing import CliRunner
+
+    from localjudge import Judge, create_toxicity_scorer
+    from localjudge.cli import cli
+
+    base = tmp_home / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if not base.exists():
+        registry.assemble("gemma-3-270m")
+    added = CliRunner().invoke(cli, ["models", "add", "mine", str(base)])
+    assert added.exit_code == 0, added.output
+    with Judge.load("mine", slots=2, max_prefixes=2, n_ctx=2048) as judge:
+        scorer = create_toxicity_scorer(judge)
+        assert (scorer.reason_mode, scorer.claim_reasons) == ("template", "none")
+        result = scorer.run({"output": "The shop opens at nine."})
+        written = create_toxicity_scorer(judge, reason="judge", claim_reasons="all")
+        opted_in = written.run({"output": "The shop opens at nine."})
+    (verdict,) = result.analyze_step_result["verdicts"]
+    assert verdict["reasonBy"] == "template" and result.reasons_meaningful
+    assert verdict["reason"].startswith("Judged ")
+    assert not opted_in.reasons_meaningful  # its own text, asked for: not vouched for

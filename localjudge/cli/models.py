@@ -141,8 +141,11 @@ def models_default(model: str) -> None:
 @click.option(
     "--fitness",
     type=click.Choice(["judge", "verdicts", "mechanics-only", "unknown"]),
-    default="judge",
-    help="Whether its verdicts are meaningful.",
+    default="unknown",
+    show_default=True,
+    help="judge: fit to extract claims and write its own reasons; verdicts: fit for "
+    "yes/no verdicts only (sentences are judged); mechanics-only: its verdicts mean "
+    "nothing; unknown: not assessed (its claims, reasons built from its verdicts).",
 )
 @click.option(
     "--notes", default="", help="Free text shown by `models info` and `models list --json`."
