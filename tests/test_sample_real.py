@@ -107,10 +107,10 @@ def test_no_reason_quotes_the_prompts_worked_examples(results):
     assert ("the", "context", "says") not in openings  # two examples open so
     for (item_id, _), result in results.items():
         item = next(i for i in SAMPLE if i["id"] == item_id)
-        judged_text = " ".join([item["input"], item["output"], *item["context"]])
-        judged_text += f" The score is {result.score:g}"  # its own score, stated: true of it
+        judged = [" ".join([item["input"], item["output"], *item["context"]])]
+        judged.append(f"The score is {result.score:g}")  # its own score, stated: true of it
         reasons = [result.reason, *(v["reason"] for v in result.analyze_step_result["verdicts"])]
         for reason in reasons:
-            copied = (runs(reason) & examples) - runs(judged_text)
-            copied |= (runs(reason, 3) & openings) - runs(judged_text, 3)
+            copied = (runs(reason) & examples) - set().union(*(runs(t) for t in judged))
+            copied |= (runs(reason, 3) & openings) - set().union(*(runs(t, 3) for t in judged))
             assert not copied, (item_id, reason, copied)
