@@ -93,3 +93,17 @@ def test_a_verdict_whose_reason_copies_the_examples_gets_its_built_reason(tmp_ho
     assert claim["verdict"] == "yes" and claim["judgeReasonDropped"] == COPIED
     assert "1889" not in claim["reason"] and claim["reason"].startswith("No part of the context")
     assert hallucination.details["judgeReasonDropped"] == COPIED
+
+
+def test_quality_reports_the_built_reason_where_the_judge_copied_the_examples(tmp_home):
+    from localjudge.quality.labelled import Row, judge_rows
+
+    shop = ("The shop opens at nine.",)
+    rows = [
+        Row(number=1, text="The shop opens at ten.", label=True, context=shop),
+        Row(number=2, text="The shop opens at nine.", label=False, context=shop),
+    ]
+    with FakeJudge(_copying_script) as judge:  # writes reasons, as fitness "judge" does
+        copied, own = judge_rows(judge, rows, "hallucination")
+    assert copied.p_yes > 0.5 and copied.reason.startswith("No part of the context states this")
+    assert own.p_yes < 0.5 and own.reason == "Checked."

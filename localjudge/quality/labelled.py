@@ -21,6 +21,7 @@ from typing import Any
 from localjudge.errors import LocalJudgeError
 from localjudge.quality.devsets import load_devset
 from localjudge.quality.intervals import RESAMPLES, Intervals, intervals
+from localjudge.scorers.reasons import copies_worked_examples
 from localjudge.scorers.task import LabelledRow, VerdictTask
 from localjudge.scorers.text import split_statements
 
@@ -151,8 +152,9 @@ def judge_rows(
     statement: a text is flagged when any of its statements is, and a text in which the
     task finds nothing to check (a task whose `statements` leaves sentences out) is not
     flagged, P(flagged) 0, as a scorer scores an output without claims. Reasons are the
-    judge's own words where its free text can be trusted, else built from the verdict and
-    its evidence, as the scorers build them; `reasons=False` stops each reply after its
+    judge's own words where its free text can be trusted, else (and where its words repeat
+    the prompt's worked examples) built from the verdict and its evidence, as the scorers
+    build them; `reasons=False` stops each reply after its
     verdict (P(flagged) is the same; the reason is a placeholder), which is much faster.
     `windows`: the scorer's option (k, "all" or "off"; default its top-k); `window_tokens`
     and `gather`: as `prompts_of`'s."""
@@ -172,33 +174,35 @@ def judge_rows(
                 )  # fmt: skip
                 for parts, window in each:
                     owners.append((n, m))
-                    judged_in.append(window)
+                    judged_in.append((window, parts))
                     requests.append(
                         judge.prompt_request(
                             parts, task.schema, VERDICT_TOKENS, reasons_for=reasons_for
                         )
                     )
         outcomes: list[list[list]] = [[[] for _ in mine] for mine in texts]
-        for (n, m), window, outcome in zip(
+        for (n, m), (window, parts), outcome in zip(
             owners, judged_in, judge.generate_many(requests), strict=True
         ):
-            outcomes[n][m].append((outcome, window))
+            outcomes[n][m].append((outcome, window, parts))
         for mine, said in zip(outcomes, texts, strict=True):
             if not said:
                 verdicts.append(Verdict(0.0, reason=NOTHING_TO_CHECK if reasons else ""))
                 continue
-            failed = next((o for each in mine for o, _ in each if isinstance(o, Exception)), None)
+            failed = next(
+                (o[0] for each in mine for o in each if isinstance(o[0], Exception)), None
+            )
             if failed is not None:
                 verdicts.append(Verdict(None, error=f"{type(failed).__name__}: {failed}"))
                 continue
             # each statement's deciding window, then the row's most flagged statement
-            decided = [min(each, key=lambda pair: task.p_flagged(pair[0])) for each in mine]
+            decided = [min(each, key=lambda judged: task.p_flagged(judged[0])) for each in mine]
             m = max(range(len(decided)), key=lambda i: task.p_flagged(decided[i][0]))
-            best, window = decided[m]
+            best, window, parts = decided[m]
             p = task.p_flagged(best)
-            if written or not reasons:
-                reason = str(best.value.get("reason", ""))
-            else:
+            reason = str(best.value.get("reason", ""))  # with reasons=False, a placeholder
+            if reasons and (not written or copies_worked_examples(reason, parts)):
+                # built, as the scorers build it, also where the judge's repeats the examples
                 reason = task.reason(best.value, window.evidence(p) if window else None)
             if len(said) > 1 and reasons:
                 reason = f'statement {m + 1} of {len(said)}, "{said[m]}": {reason}'
