@@ -29,16 +29,13 @@ from localjudge.scorers import base
 from localjudge.scorers.reasons import repeats_example_opening, repeats_example_words
 
 
-def pick(path: Path, groups: list[str], per_group: int) -> list[dict]:
-    """The first `per_group` rows of each group named, in the file's order."""
+def pick(path: Path | None, groups: list[str], per_group: int) -> list[dict]:
+    """The first `per_group` rows of each named group the file holds, group by group, in
+    the file's order (none without a file)."""
+    if path is None:
+        return []
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    out = []
-    for group in groups:
-        taken = [r for r in rows if r["group"] == group][:per_group]
-        if not taken:
-            raise SystemExit(f"no rows of group {group!r} in {path}")
-        out += taken
-    return out
+    return [row for group in groups for row in [r for r in rows if r["group"] == group][:per_group]]
 
 
 def items(toxicity: list[dict], hallucination: list[dict]) -> list[tuple[str, dict]]:
@@ -162,18 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.model:
         parser.error("--model is needed to run the judge")
 
-    def groups_of(path):
-        rows = path.read_text(encoding="utf-8") if path else ""
-        return [g for g in args.group if f'"group": "{g}"' in rows]
-
-    toxicity = (
-        pick(args.toxicity, groups_of(args.toxicity), args.per_group) if args.toxicity else []
-    )
-    hallucination = (
-        pick(args.hallucination, groups_of(args.hallucination), args.per_group)
-        if args.hallucination
-        else []
-    )
+    toxicity = pick(args.toxicity, args.group, args.per_group)
+    hallucination = pick(args.hallucination, args.group, args.per_group)
+    missing = set(args.group) - {row["group"] for row in toxicity + hallucination}
+    if missing:
+        parser.error(f"no rows of group(s) {', '.join(sorted(missing))} in the files given")
     args.out.mkdir(parents=True, exist_ok=True)
     with Judge.load(args.model) as judge:
         reasons = run(judge, items(toxicity, hallucination))

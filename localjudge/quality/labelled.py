@@ -154,8 +154,8 @@ def judge_rows(
     flagged, P(flagged) 0, as a scorer scores an output without claims. Reasons are the
     judge's own words where its free text can be trusted, else (and where its words repeat
     the prompt's worked examples) built from the verdict and its evidence, as the scorers
-    build them; `reasons=False` stops each reply after its
-    verdict (P(flagged) is the same; the reason is a placeholder), which is much faster.
+    build them; `reasons=False` stops each reply after its verdict (P(flagged) is the
+    same; the reason is a placeholder), which is much faster.
     `windows`: the scorer's option (k, "all" or "off"; default its top-k); `window_tokens`
     and `gather`: as `prompts_of`'s."""
     task = as_task(task)
@@ -189,9 +189,7 @@ def judge_rows(
             if not said:
                 verdicts.append(Verdict(0.0, reason=NOTHING_TO_CHECK if reasons else ""))
                 continue
-            failed = next(
-                (o[0] for each in mine for o in each if isinstance(o[0], Exception)), None
-            )
+            failed = next((o for each in mine for o, *_ in each if isinstance(o, Exception)), None)
             if failed is not None:
                 verdicts.append(Verdict(None, error=f"{type(failed).__name__}: {failed}"))
                 continue
