@@ -4,14 +4,17 @@ the copy check switched off so that every reason the judge wrote is kept, and re
 each reason, what the scorer would have checked it against (the prompt's shared and own
 parts, and what the reason may state as fact) and the decisions of
 `scorers.reasons.repeats_example_words` (five words in a row) and
-`repeats_example_opening` (an example reason's opening).
+`repeats_example_opening` (an example reason's opening), and for each score's reason, the
+facts it explains (`scorers.tally.Tally`) and the decision of `scorers.tally.misstates`
+(it contradicts them), switched off in the same way.
 
     .venv/bin/python training/reasons_probe.py --model qwen-judge --toxicity training/data-unseen-tox/held-out-sources_toxicity.jsonl --group convabuse/test/abusive --group convabuse/test/not-abusive --hallucination training/data-q2/held-out-sources_hallucination.jsonl --group q2/consistent --group q2/inconsistent --per-group 20 --out training/results/reasons
 
 writes OUT/reasons.jsonl (every reason with both decisions) and OUT/reasons-blind.txt (every
 reason with its text and no decision: what is read by hand, before the decisions are
 looked at). `--labels FILE` (one line per reason: its number, then `true` or `false`)
-reads the hand labels against the two rules and prints the table.
+reads the hand labels against the rules and prints the table. `--skip N` draws each group's
+rows after its first N (rows no earlier run read).
 
 A measurement for training/RESULTS.md; it changes no default.
 """
@@ -27,15 +30,20 @@ from localjudge import create_hallucination_scorer, create_toxicity_scorer, run_
 from localjudge.judge import Judge
 from localjudge.scorers import base
 from localjudge.scorers.reasons import repeats_example_opening, repeats_example_words
+from localjudge.scorers.tally import misstates
 
 
-def pick(path: Path | None, groups: list[str], per_group: int) -> list[dict]:
-    """The first `per_group` rows of each named group the file holds, group by group, in
-    the file's order (none without a file)."""
+def pick(path: Path | None, groups: list[str], per_group: int, skip: int = 0) -> list[dict]:
+    """`per_group` rows of each named group the file holds, after its first `skip`, group by
+    group, in the file's order (none without a file)."""
     if path is None:
         return []
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return [row for group in groups for row in [r for r in rows if r["group"] == group][:per_group]]
+    return [
+        row
+        for group in groups
+        for row in [r for r in rows if r["group"] == group][skip : skip + per_group]
+    ]
 
 
 def items(toxicity: list[dict], hallucination: list[dict]) -> list[tuple[str, dict]]:
@@ -72,8 +80,13 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
         )
         return False  # keep the judge's reason: every one is recorded
 
-    original = base.copies_worked_examples
-    base.copies_worked_examples = record
+    def record_tally(reason, tally, parts):
+        # called after `record` for the same score's reason (the copy check kept it)
+        checked[-1].update(tally=vars(tally), misstated=misstates(reason, tally, parts))
+        return False
+
+    original = base.copies_worked_examples, base.misstates
+    base.copies_worked_examples, base.misstates = record, record_tally
     try:
         for scorer_name in ("toxicity", "hallucination"):
             rows = [item for name, item in work if name == scorer_name]
@@ -92,7 +105,7 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
                 for entry in checked[before:]:
                     entry.update(item=item["id"], group=item["group"], task=scorer_name)
     finally:
-        base.copies_worked_examples = original
+        base.copies_worked_examples, base.misstates = original
     return checked
 
 
@@ -131,6 +144,27 @@ def table(reasons: list[dict], labels: dict[int, bool]) -> str:
             f"{sum(not labels[n] for n in opening)} / {sum(labels[n] for n in opening)} | "
             f"{len(kept_false)} |"
         )
+    if any("misstated" in r for r in reasons):  # runs since the tally rule (session 81)
+        out += [
+            "",
+            "| task | score reasons | false | contradicting the verdicts, kept by the copy "
+            "rules: false / true | false kept by every rule |",
+            "|---|---:|---:|---|---:|",
+        ]
+        for task in ("toxicity", "hallucination", "all"):
+            rows = [
+                (n, r) for n, r in enumerate(reasons) if task in ("all", r["task"]) and "tally" in r
+            ]
+            copied = {n for n, r in rows if r["words"] or r["opening"]}
+            misstated = [n for n, r in rows if r["misstated"] and n not in copied]
+            kept_false = [
+                n for n, _ in rows if not labels[n] and n not in copied and n not in misstated
+            ]
+            out.append(
+                f"| {task} | {len(rows)} | {sum(not labels[n] for n, _ in rows)} | "
+                f"{sum(not labels[n] for n in misstated)} / {sum(labels[n] for n in misstated)} | "
+                f"{len(kept_false)} |"
+            )
     return "\n".join(out)
 
 
@@ -144,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "--group", action="append", default=[], help="a group to draw rows from (repeatable)"
     )
     parser.add_argument("--per-group", type=int, default=20)
+    parser.add_argument("--skip", type=int, default=0, help="each group's rows after its first N")
     parser.add_argument("--labels", type=Path, help="read hand labels against the rules")
     args = parser.parse_args(argv)
     saved = args.out / "reasons.jsonl"
@@ -159,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.model:
         parser.error("--model is needed to run the judge")
 
-    toxicity = pick(args.toxicity, args.group, args.per_group)
-    hallucination = pick(args.hallucination, args.group, args.per_group)
+    toxicity = pick(args.toxicity, args.group, args.per_group, args.skip)
+    hallucination = pick(args.hallucination, args.group, args.per_group, args.skip)
     missing = set(args.group) - {row["group"] for row in toxicity + hallucination}
     if missing:
         parser.error(f"no rows of group(s) {', '.join(sorted(missing))} in the files given")

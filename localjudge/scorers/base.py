@@ -15,6 +15,7 @@ from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.shared import shared_judge
 from localjudge.scorers.steps import Step, generate_all, run_coroutine
+from localjudge.scorers.tally import MISSTATED, Tally, misstates
 from localjudge.scorers.task import VerdictTask
 from localjudge.scorers.threshold import Threshold, check_threshold, passes
 
@@ -173,19 +174,25 @@ class Scorer:
         parts: PromptParts | None,
         usage: dict[str, StepUsage],
         details: dict[str, Any],
-        score: float,
+        tally: Tally,
     ) -> tuple[str, str | None]:
         """The generateReason step: (plain-text reason, prompt). In "template" mode, without
         a prompt (nothing was judged), or when the judge writes nothing: the reason built
         from the verdicts (`fallback`), with no judge call. A reason that repeats the
-        prompt's worked examples is replaced by `fallback`, and `details` says so."""
+        prompt's worked examples, or states a score or a count of the verdicts other than
+        `tally`'s, is replaced by `fallback`, and `details` says which."""
         if self.reason_mode == "template" or parts is None:
             return fallback, None
         request = self.judge_request(parts, "reason", self.reason_max_tokens)
         (result,) = await self.ask("generateReason", [request], usage)
         written = " ".join(result.value["reason"].split())
-        if written and copies_worked_examples(written, parts, f"The score is {score:g} because"):
+        if written and copies_worked_examples(
+            written, parts, f"The score is {tally.score:g} because"
+        ):
             details["judgeReasonDropped"] = COPIED
+            written = ""
+        elif written and misstates(written, tally, parts):
+            details["judgeReasonDropped"] = MISSTATED
             written = ""
         return written or fallback, request.prompt
 

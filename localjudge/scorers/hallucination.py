@@ -40,6 +40,7 @@ from localjudge.scorers.evidence import (
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_context, check_option
 from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_confidence
+from localjudge.scorers.tally import claims_tally
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import (
     every,
@@ -308,7 +309,7 @@ class HallucinationScorer(Scorer):
             else None,
             usage,
             details,
-            score,
+            claims_tally(score, verdicts),
         )
         if self.claim_reasons != "all":
             details["claimReasons"] = self.claim_reasons

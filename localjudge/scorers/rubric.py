@@ -21,6 +21,7 @@ from localjudge.scorers.reasons import rubric_template_reason
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, verdict_confidence
+from localjudge.scorers.tally import Tally
 from localjudge.scorers.task import LabelledRow, VerdictTask
 from localjudge.scorers.text import judge_text, split_statements
 
@@ -191,7 +192,7 @@ class RubricScorer(Scorer):
             rubric_reason_prompt(self.rubric, score, self.scale, verdicts) if verdicts else None,
             usage,
             details,
-            score,
+            Tally(score),
         )
         if not callable(self.score_rule):
             details["verdictScores"] = dict(self.score_rule)
