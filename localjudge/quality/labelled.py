@@ -21,6 +21,8 @@ from typing import Any
 from localjudge.errors import LocalJudgeError
 from localjudge.quality.devsets import load_devset
 from localjudge.quality.intervals import RESAMPLES, Intervals, intervals
+from localjudge.scorers.absent import says_held_absent
+from localjudge.scorers.evidence import context_text
 from localjudge.scorers.reasons import copies_worked_examples
 from localjudge.scorers.task import LabelledRow, VerdictTask
 from localjudge.scorers.text import split_statements
@@ -185,7 +187,7 @@ def judge_rows(
             owners, judged_in, judge.generate_many(requests), strict=True
         ):
             outcomes[n][m].append((outcome, window, parts))
-        for mine, said in zip(outcomes, texts, strict=True):
+        for row, mine, said in zip(part, outcomes, texts, strict=True):
             if not said:
                 verdicts.append(Verdict(0.0, reason=NOTHING_TO_CHECK if reasons else ""))
                 continue
@@ -199,8 +201,12 @@ def judge_rows(
             best, window, parts = decided[m]
             p = task.p_flagged(best)
             reason = str(best.value.get("reason", ""))  # with reasons=False, a placeholder
-            if reasons and (not written or copies_worked_examples(reason, parts)):
-                # built, as the scorers build it, also where the judge's repeats the examples
+            if reasons and (
+                not written
+                or copies_worked_examples(reason, parts)
+                or (row.context and says_held_absent(reason, context_text(row.context)))
+            ):  # built, as the scorers build it, also where the judge's repeats the examples
+                # or says the context lacks what it holds
                 reason = task.reason(best.value, window.evidence(p) if window else None)
             if len(said) > 1 and reasons:
                 reason = f'statement {m + 1} of {len(said)}, "{said[m]}": {reason}'

@@ -10,6 +10,7 @@ from typing import Any
 from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
 from localjudge.scheduler import GenerationRequest, GenerationResult
+from localjudge.scorers.absent import HELD, says_held_absent
 from localjudge.scorers.reasons import COPIED, copies_worked_examples
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_option
@@ -156,17 +157,32 @@ class Scorer:
         return await self.ask(step, requests, usage), requests[0].prompt
 
     def verdict_reason(
-        self, result: GenerationResult, verdict: str, built: str, parts: PromptParts
+        self,
+        result: GenerationResult,
+        verdict: str,
+        built: str,
+        parts: PromptParts,
+        context: str | None = None,
     ) -> dict:
         """A verdict's reason: the judge's own text, or when `claim_reasons` skipped it (or
         a calibrated threshold overruled the verdict it explained), `built` from the verdict
         and its evidence; and which of the two it is. A reason that repeats the worked
-        examples of `parts` (the verdict's prompt) is replaced by `built`, and says so."""
+        examples of `parts` (the verdict's prompt), or says that `context` (the whole
+        context, where the verdict has one) lacks what it holds, is replaced by `built`,
+        and says why."""
         if result.reason_skipped or verdict != result.value["verdict"]:
             return {"reason": built, "reasonBy": "template"}
-        if copies_worked_examples(result.value["reason"], parts):
-            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": COPIED}
-        return {"reason": result.value["reason"], "reasonBy": "judge"}
+        written = result.value["reason"]
+        dropped = (
+            COPIED
+            if copies_worked_examples(written, parts)
+            else HELD
+            if context is not None and says_held_absent(written, context)
+            else None
+        )
+        if dropped:
+            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": dropped}
+        return {"reason": written, "reasonBy": "judge"}
 
     async def reason(
         self,

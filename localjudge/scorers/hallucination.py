@@ -260,6 +260,9 @@ class HallucinationScorer(Scorer):
             ]
             level += 1
         verdicts = []
+        whole = context_text(
+            context
+        )  # what a reason saying "the context lacks ..." is read against
         for claim, ws, missed, mine in zip(claims, chosen, left_out, judged, strict=True):
             best = min(range(len(mine)), key=lambda i: p_yes(mine[i][0]))
             result, asked = mine[best]
@@ -269,7 +272,7 @@ class HallucinationScorer(Scorer):
                 "statement": claim,
                 "verdict": verdict,
                 **self.verdict_reason(
-                    result, verdict, claim_template_reason(verdict, evidence), asked
+                    result, verdict, claim_template_reason(verdict, evidence), asked, whole
                 ),
                 "confidence": verdict_confidence(result, verdict),
                 "evidence": evidence,
