@@ -6,7 +6,9 @@ parts, and what the reason may state as fact) and the decisions of
 `scorers.reasons.repeats_example_words` (five words in a row) and
 `repeats_example_opening` (an example reason's opening), and for each score's reason, the
 facts it explains (`scorers.tally.Tally`) and the decision of `scorers.tally.misstates`
-(it contradicts them), switched off in the same way.
+(it contradicts them), switched off in the same way; `scorers.absent.says_held_absent` (a
+claim's reason says the context lacks what it holds) is switched off too, and read in the
+table against the window the claim was judged in.
 
     .venv/bin/python training/reasons_probe.py --model qwen-judge --toxicity training/data-unseen-tox/held-out-sources_toxicity.jsonl --group convabuse/test/abusive --group convabuse/test/not-abusive --hallucination training/data-q2/held-out-sources_hallucination.jsonl --group q2/consistent --group q2/inconsistent --per-group 20 --out training/results/reasons
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from localjudge import create_hallucination_scorer, create_toxicity_scorer, run_evals
 from localjudge.judge import Judge
 from localjudge.scorers import base
+from localjudge.scorers.absent import says_held_absent
 from localjudge.scorers.reasons import repeats_example_opening, repeats_example_words
 from localjudge.scorers.tally import misstates
 
@@ -85,8 +88,9 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
         checked[-1].update(tally=vars(tally), misstated=misstates(reason, tally, parts))
         return False
 
-    original = base.copies_worked_examples, base.misstates
+    original = base.copies_worked_examples, base.misstates, base.says_held_absent
     base.copies_worked_examples, base.misstates = record, record_tally
+    base.says_held_absent = lambda reason, context: False
     try:
         for scorer_name in ("toxicity", "hallucination"):
             rows = [item for name, item in work if name == scorer_name]
@@ -105,7 +109,7 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
                 for entry in checked[before:]:
                     entry.update(item=item["id"], group=item["group"], task=scorer_name)
     finally:
-        base.copies_worked_examples, base.misstates = original
+        base.copies_worked_examples, base.misstates, base.says_held_absent = original
     return checked
 
 
@@ -165,6 +169,30 @@ def table(reasons: list[dict], labels: dict[int, bool]) -> str:
                 f"{sum(not labels[n] for n in misstated)} / {sum(labels[n] for n in misstated)} | "
                 f"{len(kept_false)} |"
             )
+        out += [
+            "",
+            "| task | claim reasons | false | the context said to lack what it holds, kept by "
+            "the copy rules: false / true | false kept by every rule |",
+            "|---|---:|---:|---|---:|",
+        ]
+        rows = [
+            (n, r)
+            for n, r in enumerate(reasons)
+            if r["task"] == "hallucination" and "Claim: " in r["own"]
+        ]
+        copied = {n for n, r in rows if r["words"] or r["opening"]}
+        absent = [
+            n
+            for n, r in rows
+            if n not in copied
+            and says_held_absent(r["reason"], r["shared"].removeprefix("Context: "))
+        ]
+        kept_false = [n for n, _ in rows if not labels[n] and n not in copied and n not in absent]
+        out.append(
+            f"| hallucination | {len(rows)} | {sum(not labels[n] for n, _ in rows)} | "
+            f"{sum(not labels[n] for n in absent)} / {sum(labels[n] for n in absent)} | "
+            f"{len(kept_false)} |"
+        )
     return "\n".join(out)
 
 
