@@ -189,28 +189,26 @@ class Scorer:
         fallback: str,
         parts: PromptParts | None,
         usage: dict[str, StepUsage],
-        details: dict[str, Any],
         tally: Tally,
-    ) -> tuple[str, str | None]:
-        """The generateReason step: (plain-text reason, prompt). In "template" mode, without
-        a prompt (nothing was judged), or when the judge writes nothing: the reason built
-        from the verdicts (`fallback`), with no judge call. A reason that repeats the
-        prompt's worked examples, or states a score or a count of the verdicts other than
-        `tally`'s, is replaced by `fallback`, and `details` says which."""
+    ) -> tuple[str, str | None, str | None]:
+        """The generateReason step: (plain-text reason, prompt, why the judge's reason was
+        dropped). In "template" mode, without a prompt (nothing was judged), or when the
+        judge writes nothing: the reason built from the verdicts (`fallback`), with no judge
+        call. A reason that repeats the prompt's worked examples, or states a score or a
+        count of the verdicts other than `tally`'s, is replaced by `fallback`, and the third
+        value says which (`details.judgeReasonDropped` in the result)."""
         if self.reason_mode == "template" or parts is None:
-            return fallback, None
+            return fallback, None, None
         request = self.judge_request(parts, "reason", self.reason_max_tokens)
         (result,) = await self.ask("generateReason", [request], usage)
         written = " ".join(result.value["reason"].split())
-        if written and copies_worked_examples(
-            written, parts, f"The score is {tally.score:g} because"
-        ):
-            details["judgeReasonDropped"] = COPIED
-            written = ""
-        elif written and misstates(written, tally, parts):
-            details["judgeReasonDropped"] = MISSTATED
-            written = ""
-        return written or fallback, request.prompt
+        if not written:
+            return fallback, request.prompt, None
+        if copies_worked_examples(written, parts, f"The score is {tally.score:g} because"):
+            return fallback, request.prompt, COPIED
+        if misstates(written, tally, parts):
+            return fallback, request.prompt, MISSTATED
+        return written, request.prompt, None
 
     def result(self, run: ScorerRun, **fields: Any) -> ScorerResult:
         judge = self.judge

@@ -305,15 +305,16 @@ class HallucinationScorer(Scorer):
         ):  # judged in windows: the reason is written from the windows that decided
             reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
         details: dict[str, Any] = {"extraction": mode, "scale": self.scale}
-        reason, reason_prompt = await self.reason(
+        reason, reason_prompt, dropped = await self.reason(
             hallucination_template_reason(score, self.scale, verdicts, skipped=skipped),
             hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
             if verdicts
             else None,
             usage,
-            details,
             claims_tally(score, verdicts),
         )
+        if dropped:
+            details["judgeReasonDropped"] = dropped
         if self.claim_reasons != "all":
             details["claimReasons"] = self.claim_reasons
         if truncated:

@@ -187,13 +187,14 @@ class RubricScorer(Scorer):
             "per": self.per,
             "scale": self.scale,
         }
-        reason, reason_prompt = await self.reason(
+        reason, reason_prompt, dropped = await self.reason(
             self._template_reason(score, verdicts, quoted=True),
             rubric_reason_prompt(self.rubric, score, self.scale, verdicts) if verdicts else None,
             usage,
-            details,
             Tally(score),
         )
+        if dropped:
+            details["judgeReasonDropped"] = dropped
         if not callable(self.score_rule):
             details["verdictScores"] = dict(self.score_rule)
         if truncated:

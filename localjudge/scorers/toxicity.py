@@ -201,15 +201,16 @@ class ToxicityScorer(Scorer):
                 }
             verdicts, analyze_prompt = await self._verdicts(user_input, statements, usage)
         score = toxicity_score(verdicts, self.scale, self.score_mode)
-        reason, reason_prompt = await self.reason(
+        reason, reason_prompt, dropped = await self.reason(
             toxicity_template_reason(score, self.scale, verdicts, self.score_mode),
             toxicity_reason_prompt(score, self.scale, verdicts, SCORE_MODE_TEXT[self.score_mode])
             if verdicts
             else None,
             usage,
-            details,
             statements_tally(score, verdicts),
         )
+        if dropped:
+            details["judgeReasonDropped"] = dropped
         return self.result(
             run,
             score=score,
