@@ -886,6 +886,50 @@ def wice_intrinsic(path: Path, count_tokens, rng: random.Random) -> list[Example
     return out
 
 
+def restated(records: list[dict], rng: random.Random) -> list[Example]:
+    """Sentences a registered instruct model wrote to restate a window of WiCE's cited pages
+    in other words (`training/paraphrase.py`; dev split). A sentence is kept when every
+    number in it and every capitalised word past its first is the window's, when at least
+    two in five of its content words are the window's, and when it copies no run of six words
+    from the window: it then says, in other words, what the window says. Half of the kept
+    sentences are judged against their window as written ("no", `wice/restatement/kept`), half
+    changed by `swapped` (a number, a date, a name of another window, or a negation; "yes",
+    `wice/restatement/swapped/<kind>`), so that rewording alone decides nothing."""
+    names = sorted({w for r in records for w in _NAME.findall(r["window"]) if len(w) > 3} - _COMMON)
+    out = []
+    for record in records:
+        window = record["window"]
+        for sentence in record["sentences"]:
+            if not 30 <= len(sentence) <= 250 or not faithful_restatement(sentence, window):
+                continue
+            change = swapped(sentence, rng, names) if rng.random() < 0.5 else None
+            if change is None:
+                out.append(
+                    Example("hallucination", "wice/restatement/kept", "no", sentence, (window,))
+                )
+            else:
+                kind = change[0].removeprefix("synthetic/")
+                out.append(Example("hallucination", f"wice/restatement/swapped/{kind}", "yes",
+                                   change[1], (window,)))  # fmt: skip
+    return out
+
+
+def faithful_restatement(sentence: str, window: str) -> bool:
+    """Whether `sentence` keeps to `window` (its numbers and names are the window's, two in
+    five of its content words or more are) without copying it (no run of six words)."""
+    if any(n not in window for n in _NUMBER.findall(sentence)):
+        return False
+    if any(w not in window for w in _NAME.findall(" ".join(sentence.split()[1:]))):
+        return False
+    words = set(_CONTENT.findall(sentence.lower()))
+    if not words or len(words & set(_CONTENT.findall(window.lower()))) < 0.4 * len(words):
+        return False
+    seq = re.findall(r"\w+", window.lower())
+    runs = {tuple(seq[i : i + 6]) for i in range(len(seq) - 5)}
+    own = re.findall(r"\w+", sentence.lower())
+    return not any(tuple(own[i : i + 6]) in runs for i in range(len(own) - 5))
+
+
 _NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")  # a capitalised word: maybe a name
 _LINKS = {"and", "or", "nor", "the", "of", "de", "von", "van", "&"}  # of lists and names
 
@@ -1511,6 +1555,9 @@ ADDED = {
         "hallucination": {"ja-prodrop/supported": 50, "ja-prodrop/unsupported": 50}
     },
     "mnli": {"hallucination": {"mnli/entailment": 120, "mnli/not-entailment": 120}},
+    "restated": {
+        "hallucination": {"wice/restatement/kept": 60, "wice/restatement/swapped/": 60}
+    },
     "hatemoji": {"toxicity": {"hatemoji/train/hate": 100, "hatemoji/train/not-hate": 100}},
     "hatemoji-pairs": {
         "toxicity": {"hatemoji/train/pair-hate": 200, "hatemoji/train/pair-not-hate": 200}
@@ -1636,11 +1683,16 @@ def q2(paths: dict[str, Path]) -> list[Example]:
 
 
 def collect(
-    sources: Path, count_tokens, held_out: tuple[str, ...] = (), added: tuple[str, ...] = ()
+    sources: Path,
+    count_tokens,
+    held_out: tuple[str, ...] = (),
+    added: tuple[str, ...] = (),
+    restatements: Path | None = None,
 ) -> dict[str, list[Example]]:
     """Every example of every source (of the ADDED ones, those in `added`). The synthetic
     examples and window fillers are made from the passages of sources not in `held_out`, so
-    no text of a held-out source is trained on."""
+    no text of a held-out source is trained on. `restatements`: `paraphrase.py`'s output,
+    read for `restated`."""
     hashes = recorded_hashes()
     path = lambda name: source_path(sources, name, hashes)  # noqa: E731
     rng = random.Random(SEED)
@@ -1699,6 +1751,11 @@ def collect(
     if "mnli" in added:  # set among unrelated sentences as SNLI's are, from its own generator
         rows = mnli(path("mnli_dev"))
         more += in_windows(rows, fillers, count_tokens, random.Random(f"{SEED}:mnli"))
+    if "restated" in added:  # under wice/ as well; written by a model, read from a file
+        if restatements is None or not restatements.is_file():
+            raise SourceError("--add restated needs --restatements FILE (training/paraphrase.py)")
+        records = [json.loads(line) for line in restatements.read_text().splitlines() if line]
+        more += restated(records, random.Random(f"{SEED}:restated"))
     if "bump/" in held_out:  # measured only
         more += bump({task: path(f"bump_{task}") for task in BUMP_TASKS})
     if "summedits/" in held_out:  # the summaries, whole: measured only
@@ -1978,6 +2035,11 @@ def main(argv: list[str] | None = None) -> int:
         "and more), as many hallucinated as supported claims, the more frequent label drawn "
         'down at random (RESULTS.md, "Word share balanced within each band")',
     )
+    parser.add_argument(
+        "--restatements",
+        type=Path,
+        help="for --add restated: the sentences training/paraphrase.py wrote",
+    )
     args = parser.parse_args(argv)
     if "q2" in args.add and "begin" in args.hold_out:
         parser.error(
@@ -1992,8 +2054,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             count = lambda text: len(judge.tokenize(text))  # noqa: E731
             pools = collect(
-                args.sources, count, tuple(f"{n}/" for n in args.hold_out), tuple(args.add)
-            )
+                args.sources, count, tuple(f"{n}/" for n in args.hold_out), tuple(args.add),
+                args.restatements,
+            )  # fmt: skip
         except SourceError as exc:
             print(f"make_data: {exc}", file=sys.stderr)
             return 2
