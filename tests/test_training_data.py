@@ -295,6 +295,41 @@ def test_intrinsic_swaps_change_a_claim_only_with_words_its_window_holds(make_da
         assert set(example.text.replace(".", "").split()) <= said  # the window's words only
 
 
+def test_restatements_are_kept_only_when_they_keep_to_their_window_without_copying_it(make_data):
+    window = (
+        "The museum opened in 1905 in Leeds. It holds 4,000 paintings and a library of rare "
+        "maps, and its founder, Edith Crane, gave most of the collection."
+    )
+    faithful = make_data.faithful_restatement
+    assert faithful("The founder Edith Crane gave the museum most of its 4,000 paintings.", window)
+    assert faithful("Since 1905 Leeds has had a museum with a rare map library.", window)
+    # a copy of six words or more, a number or a name the window lacks, another subject
+    assert not faithful("It holds 4,000 paintings and a library of maps.", window)
+    assert not faithful("The museum in Leeds opened in 1907 with many paintings.", window)
+    assert not faithful("Edith Crane and Paul Shaw founded the museum.", window)
+    assert not faithful("Visitors enjoy quiet gardens, cafes and guided walking tours.", window)
+
+    records = [
+        {"page": i, "window": window.replace("Leeds", town), "sentences": [
+            f"Since 1905 {town} has had a museum with a rare map library.",
+            "It holds 4,000 paintings and a library of maps.",
+        ]}
+        for i, town in enumerate(["Leeds", "York", "Bath", "Hull", "Ripon", "Selby"] * 5)
+    ]  # fmt: skip
+    examples = make_data.restated(records, random.Random(0))
+    assert len(examples) == len(records)  # the copy never passes; the restatement always does
+    kinds = {e.source for e in examples}
+    assert "wice/restatement/kept" in kinds
+    assert any(k.startswith("wice/restatement/swapped/") for k in kinds)
+    for example in examples:
+        (context,) = example.context
+        kept = example.source == "wice/restatement/kept"
+        assert example.label == ("no" if kept else "yes")
+        written = {s for r in records for s in r["sentences"]}
+        assert (example.text in written) == kept  # a swapped one is changed from what was written
+        assert example.source.startswith("wice/")  # left out with WiCE when it is held out
+
+
 def test_only_known_sources_can_be_held_out(make_data):
     assert make_data.held_out_sources("davidson,wice") == ["davidson", "wice"]
     with pytest.raises(Exception, match="unknown source 'hatecheck'"):
