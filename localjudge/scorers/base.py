@@ -173,15 +173,10 @@ class Scorer:
         if result.reason_skipped or verdict != result.value["verdict"]:
             return {"reason": built, "reasonBy": "template"}
         written = result.value["reason"]
-        dropped = (
-            COPIED
-            if copies_worked_examples(written, parts)
-            else HELD
-            if context is not None and says_held_absent(written, context)
-            else None
-        )
-        if dropped:
-            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": dropped}
+        if copies_worked_examples(written, parts):
+            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": COPIED}
+        if context is not None and says_held_absent(written, context):
+            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": HELD}
         return {"reason": written, "reasonBy": "judge"}
 
     async def reason(

@@ -260,9 +260,8 @@ class HallucinationScorer(Scorer):
             ]
             level += 1
         verdicts = []
-        whole = context_text(
-            context
-        )  # what a reason saying "the context lacks ..." is read against
+        # what a written reason saying "the context does not mention ..." is read against
+        whole = context_text(context)
         for claim, ws, missed, mine in zip(claims, chosen, left_out, judged, strict=True):
             best = min(range(len(mine)), key=lambda i: p_yes(mine[i][0]))
             result, asked = mine[best]
