@@ -11,15 +11,17 @@ import pytest
 from localjudge.prompts.toxicity import toxicity_reason_prompt
 from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
 from localjudge.scorers.hallucination import hallucination_score, hallucination_template_reason
-from localjudge.scorers.tally import (
-    MISSTATED,
-    Tally,
-    claims_tally,
-    misstates,
-    statements_tally,
-)
+from localjudge.scorers.tally import CLAIM_WORDS, MISSTATED, STATEMENT_WORDS, Tally, misstates
 from localjudge.scorers.toxicity import toxicity_score, toxicity_template_reason
 from localjudge.testing import FakeJudge, rule_script
+
+
+def claims_tally(score: float, verdicts: list[dict]) -> Tally:
+    return Tally.of(score, verdicts, CLAIM_WORDS)
+
+
+def statements_tally(score: float, verdicts: list[dict]) -> Tally:
+    return Tally.of(score, verdicts, STATEMENT_WORDS)
 
 
 def claims(*verdicts: str) -> list[dict]:

@@ -40,7 +40,7 @@ from localjudge.scorers.evidence import (
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_context, check_option
 from localjudge.scorers.steps import call_hook, cap, check_cap, decide, verdict_confidence
-from localjudge.scorers.tally import claims_tally
+from localjudge.scorers.tally import CLAIM_WORDS, Tally
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import (
     every,
@@ -310,7 +310,7 @@ class HallucinationScorer(Scorer):
             if verdicts
             else None,
             usage,
-            claims_tally(score, verdicts),
+            Tally.of(score, verdicts, CLAIM_WORDS),
         )
         if dropped:
             details["judgeReasonDropped"] = dropped

@@ -44,30 +44,27 @@ class Tally:
     def count(self, polarity: str) -> int:
         return self.flagged if polarity == "flag" else self.total - self.flagged
 
-
-def claims_tally(score: float, verdicts: list[dict]) -> Tally:
-    """The hallucination scorer's facts: a "yes" verdict is an unsupported claim."""
-    return Tally(
-        score=score,
-        flagged=sum(v["verdict"] == "yes" for v in verdicts),
-        total=len(verdicts),
-        unit="claim",
-        flag=("not supported", "unsupported", "hallucinated", "contradicted"),
-        clear=("supported",),
-        clear_verb="supports",
-    )
+    @classmethod
+    def of(cls, score: float, verdicts: list[dict], words: dict) -> Tally:
+        """The facts of a scorer's verdicts ("yes" flags a unit), in the scorer's `words`
+        (`CLAIM_WORDS`, `STATEMENT_WORDS`)."""
+        flagged = sum(v["verdict"] == "yes" for v in verdicts)
+        return cls(score=score, flagged=flagged, total=len(verdicts), **words)
 
 
-def statements_tally(score: float, verdicts: list[dict]) -> Tally:
-    """The toxicity scorer's facts: a "yes" verdict is a toxic statement."""
-    return Tally(
-        score=score,
-        flagged=sum(v["verdict"] == "yes" for v in verdicts),
-        total=len(verdicts),
-        unit="statement",
-        flag=("toxic",),
-        clear=("not toxic", "non-toxic", "civil"),
-    )
+# the hallucination scorer's words: a "yes" verdict is an unsupported claim
+CLAIM_WORDS = {
+    "unit": "claim",
+    "flag": ("not supported", "unsupported", "hallucinated", "contradicted"),
+    "clear": ("supported",),
+    "clear_verb": "supports",
+}
+# the toxicity scorer's: a "yes" verdict is a toxic statement
+STATEMENT_WORDS = {
+    "unit": "statement",
+    "flag": ("toxic",),
+    "clear": ("not toxic", "non-toxic", "civil"),
+}
 
 
 def misstates(reason: str, tally: Tally, parts: PromptParts | None = None) -> bool:

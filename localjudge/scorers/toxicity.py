@@ -24,7 +24,7 @@ from localjudge.scorers.reasons import statement_template_reason
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.steps import cap, check_cap, decide, verdict_confidence
-from localjudge.scorers.tally import statements_tally
+from localjudge.scorers.tally import STATEMENT_WORDS, Tally
 from localjudge.scorers.task import Baseline, LabelledRow, VerdictTask
 from localjudge.scorers.text import (
     every,
@@ -207,7 +207,7 @@ class ToxicityScorer(Scorer):
             if verdicts
             else None,
             usage,
-            statements_tally(score, verdicts),
+            Tally.of(score, verdicts, STATEMENT_WORDS),
         )
         if dropped:
             details["judgeReasonDropped"] = dropped
