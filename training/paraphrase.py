@@ -67,6 +67,12 @@ def windows(sources: Path, count_tokens, wanted: int) -> list[tuple[int, str]]:
     return sorted(found[:wanted])
 
 
+def from_examples(sentence: str, window: str) -> bool:
+    """Whether `sentence` holds a word of the worked examples that `window` does not."""
+    words = lambda text: set(re.findall(r"[a-z]+", text.lower()))  # noqa: E731
+    return bool((words(sentence) - words(window)) & EXAMPLE_WORDS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a registered instruct model")
@@ -96,12 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(result, Exception) or result.finish_reason == "budget":
                 continue  # no sentences to check
             sentences = [
-                " ".join(s.split())
-                for s in result.value["claims"]
-                if not (
-                    set(re.findall(r"[a-z]+", s.lower())) - set(re.findall(r"[a-z]+", text.lower()))
-                )
-                & EXAMPLE_WORDS
+                " ".join(s.split()) for s in result.value["claims"] if not from_examples(s, text)
             ]
             f.write(json.dumps({"page": page, "window": text, "sentences": sentences}) + "\n")
     return 0
