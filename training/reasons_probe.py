@@ -8,7 +8,8 @@ parts, and what the reason may state as fact) and the decisions of
 facts it explains (`scorers.tally.Tally`) and the decision of `scorers.tally.misstates`
 (it contradicts them), switched off in the same way; `scorers.absent.says_held_absent` (a
 claim's reason says the context lacks what it holds) is switched off too, and read in the
-table against the window the claim was judged in.
+table against the window the claim was judged in; so is `scorers.reasons.cut_short` (a
+reason that stops mid-sentence), its decision recorded.
 
     .venv/bin/python training/reasons_probe.py --model qwen-judge --toxicity training/data-unseen-tox/held-out-sources_toxicity.jsonl --group convabuse/test/abusive --group convabuse/test/not-abusive --hallucination training/data-q2/held-out-sources_hallucination.jsonl --group q2/consistent --group q2/inconsistent --per-group 20 --out training/results/reasons
 
@@ -32,7 +33,7 @@ from localjudge import create_hallucination_scorer, create_toxicity_scorer, run_
 from localjudge.judge import Judge
 from localjudge.scorers import base
 from localjudge.scorers.absent import says_held_absent
-from localjudge.scorers.reasons import repeats_example_opening, repeats_example_words
+from localjudge.scorers.reasons import cut_short, repeats_example_opening, repeats_example_words
 from localjudge.scorers.tally import misstates
 
 
@@ -83,13 +84,21 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
         )
         return False  # keep the judge's reason: every one is recorded
 
+    def record_cut(reason):
+        # called after `record` for the same reason, as written (the copy check kept it)
+        checked[-1]["cut"] = cut_short(reason)
+        return False
+
     def record_tally(reason, tally, parts):
         # called after `record` for the same score's reason (the copy check kept it)
         checked[-1].update(tally=vars(tally), misstated=misstates(reason, tally, parts))
         return False
 
-    original = base.copies_worked_examples, base.misstates, base.says_held_absent
+    original = (
+        base.copies_worked_examples, base.misstates, base.says_held_absent, base.cut_short
+    )  # fmt: skip
     base.copies_worked_examples, base.misstates = record, record_tally
+    base.cut_short = record_cut
     base.says_held_absent = lambda reason, context: False
     try:
         for scorer_name in ("toxicity", "hallucination"):
@@ -109,7 +118,9 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
                 for entry in checked[before:]:
                     entry.update(item=item["id"], group=item["group"], task=scorer_name)
     finally:
-        base.copies_worked_examples, base.misstates, base.says_held_absent = original
+        (
+            base.copies_worked_examples, base.misstates, base.says_held_absent, base.cut_short
+        ) = original  # fmt: skip
     return checked
 
 
@@ -193,6 +204,19 @@ def table(reasons: list[dict], labels: dict[int, bool]) -> str:
             f"{sum(not labels[n] for n in absent)} / {sum(labels[n] for n in absent)} | "
             f"{len(kept_false)} |"
         )
+    if any("cut" in r for r in reasons):  # runs since the cut rule (session 81)
+        out += [
+            "",
+            "| task | reasons | stopped mid-sentence, kept by the copy rules: false / true |",
+            "|---|---:|---|",
+        ]
+        for task in ("toxicity", "hallucination", "all"):
+            rows = [(n, r) for n, r in enumerate(reasons) if task in ("all", r["task"])]
+            cut = [n for n, r in rows if r.get("cut") and not (r["words"] or r["opening"])]
+            out.append(
+                f"| {task} | {len(rows)} | "
+                f"{sum(not labels[n] for n in cut)} / {sum(labels[n] for n in cut)} |"
+            )
     return "\n".join(out)
 
 

@@ -23,7 +23,7 @@ from localjudge.quality.devsets import load_devset
 from localjudge.quality.intervals import RESAMPLES, Intervals, intervals
 from localjudge.scorers.absent import says_held_absent
 from localjudge.scorers.evidence import context_text
-from localjudge.scorers.reasons import copies_worked_examples
+from localjudge.scorers.reasons import copies_worked_examples, cut_short
 from localjudge.scorers.task import LabelledRow, VerdictTask
 from localjudge.scorers.text import split_statements
 
@@ -204,9 +204,10 @@ def judge_rows(
             if reasons and (
                 not written
                 or copies_worked_examples(reason, parts)
+                or cut_short(reason)
                 or (row.context and says_held_absent(reason, context_text(row.context)))
-            ):  # built, as the scorers build it, also where the judge's repeats the examples
-                # or says the context lacks what it holds
+            ):  # built, as the scorers build it, also where the judge's repeats the examples,
+                # stops mid-sentence or says the context lacks what it holds
                 reason = task.reason(best.value, window.evidence(p) if window else None)
             if len(said) > 1 and reasons:
                 reason = f'statement {m + 1} of {len(said)}, "{said[m]}": {reason}'

@@ -11,7 +11,7 @@ from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
 from localjudge.scheduler import GenerationRequest, GenerationResult
 from localjudge.scorers.absent import HELD, says_held_absent
-from localjudge.scorers.reasons import COPIED, copies_worked_examples
+from localjudge.scorers.reasons import COPIED, CUT, copies_worked_examples, cut_short
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.shared import shared_judge
@@ -167,14 +167,16 @@ class Scorer:
         """A verdict's reason: the judge's own text, or when `claim_reasons` skipped it (or
         a calibrated threshold overruled the verdict it explained), `built` from the verdict
         and its evidence; and which of the two it is. A reason that repeats the worked
-        examples of `parts` (the verdict's prompt), or says that `context` (the whole
-        context, where the verdict has one) lacks what it holds, is replaced by `built`,
-        and says why."""
+        examples of `parts` (the verdict's prompt), stops mid-sentence (`cut_short`), or says
+        that `context` (the whole context, where the verdict has one) lacks what it holds,
+        is replaced by `built`, and says why."""
         if result.reason_skipped or verdict != result.value["verdict"]:
             return {"reason": built, "reasonBy": "template"}
         written = result.value["reason"]
         if copies_worked_examples(written, parts):
             return {"reason": built, "reasonBy": "template", "judgeReasonDropped": COPIED}
+        if cut_short(written):
+            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": CUT}
         if context is not None and says_held_absent(written, context):
             return {"reason": built, "reasonBy": "template", "judgeReasonDropped": HELD}
         return {"reason": written, "reasonBy": "judge"}
@@ -189,9 +191,9 @@ class Scorer:
         """The generateReason step: (plain-text reason, prompt, why the judge's reason was
         dropped). In "template" mode, without a prompt (nothing was judged), or when the
         judge writes nothing: the reason built from the verdicts (`fallback`), with no judge
-        call. A reason that repeats the prompt's worked examples, or states a score or a
-        count of the verdicts other than `tally`'s, is replaced by `fallback`, and the third
-        value says which (`details.judgeReasonDropped` in the result)."""
+        call. A reason that repeats the prompt's worked examples, stops mid-sentence, or states
+        a score or a count of the verdicts other than `tally`'s, is replaced by `fallback`,
+        and the third value says which (`details.judgeReasonDropped` in the result)."""
         if self.reason_mode == "template" or parts is None:
             return fallback, None, None
         request = self.judge_request(parts, "reason", self.reason_max_tokens)
@@ -201,6 +203,8 @@ class Scorer:
             return fallback, request.prompt, None
         if copies_worked_examples(written, parts, f"The score is {tally.score:g} because"):
             return fallback, request.prompt, COPIED
+        if cut_short(result.value["reason"]):
+            return fallback, request.prompt, CUT
         if misstates(written, tally, parts):
             return fallback, request.prompt, MISSTATED
         return written, request.prompt, None

@@ -21,6 +21,18 @@ _OPENING = 3
 COPIED = "it repeated the prompt's worked examples"
 
 
+# what a result says where it dropped the judge's reason for stopping mid-sentence
+CUT = "it stopped mid-sentence"
+
+
+def cut_short(reason: str) -> bool:
+    """Whether a judge's reason, as it wrote it, ends in whitespace: it closed its JSON
+    string where it meant to open a quotation ("Calls the user a ", "The context states he
+    was the host of " before a quoted title), since a small judge does not escape a quotation
+    mark inside its text. What it says stops mid-sentence."""
+    return reason != reason.rstrip()
+
+
 def copies_worked_examples(reason: str, parts: PromptParts, also: str = "") -> bool:
     """Whether a judge's reason repeats its prompt's worked examples, word for word
     (`repeats_example_words`) or by applying one example's judgement to another text
