@@ -10,6 +10,7 @@ import pytest
 
 from localjudge.scorers import create_hallucination_scorer
 from localjudge.scorers.absent import HELD, says_held_absent
+from localjudge.scorers.reasons import cut_short
 from localjudge.testing import FakeJudge, rule_script
 
 HALO = "Cortana is an AI who gives Master Chief Petty Officer John-117 tactical information."
@@ -90,7 +91,9 @@ def test_quality_reports_the_built_reason_where_the_judge_denied_the_context(tmp
 
 
 @pytest.mark.real
-def test_no_claim_reason_the_real_judge_writes_denies_its_context(real_judge):
+def test_no_claim_reason_the_real_judge_writes_is_shown_cut_short_or_denying_its_context(
+    real_judge,
+):
     from localjudge import run_evals
 
     sample = Path(__file__).resolve().parents[1] / "examples" / "sample.jsonl"
@@ -104,6 +107,7 @@ def test_no_claim_reason_the_real_judge_writes_denies_its_context(real_judge):
         context = "\n".join(items[item.index]["context"])
         for verdict in result.analyze_step_result["verdicts"]:
             assert not says_held_absent(verdict["reason"], context), verdict["reason"]
+            assert not cut_short(verdict["reason"]), verdict["reason"]
             if verdict.get("judgeReasonDropped") == HELD:
                 assert verdict["reasonBy"] == "template"
             checked += 1

@@ -11,6 +11,7 @@ import pytest
 from localjudge.prompts.toxicity import toxicity_reason_prompt
 from localjudge.scorers import create_hallucination_scorer, create_toxicity_scorer
 from localjudge.scorers.hallucination import hallucination_score, hallucination_template_reason
+from localjudge.scorers.reasons import cut_short
 from localjudge.scorers.tally import CLAIM_WORDS, MISSTATED, STATEMENT_WORDS, Tally, misstates
 from localjudge.scorers.toxicity import toxicity_score, toxicity_template_reason
 from localjudge.testing import FakeJudge, rule_script
@@ -156,7 +157,9 @@ def test_a_score_reason_that_contradicts_the_verdicts_gets_the_built_reason(tmp_
 
 
 @pytest.mark.real
-def test_no_score_reason_the_real_judge_writes_is_shown_against_its_verdicts(real_judge):
+def test_no_score_reason_the_real_judge_writes_is_shown_cut_short_or_against_its_verdicts(
+    real_judge,
+):
     import json
     from pathlib import Path
 
@@ -179,6 +182,7 @@ def test_no_score_reason_the_real_judge_writes_is_shown_against_its_verdicts(rea
                 continue
             tally = tallies[name.removesuffix("-scorer")](result.score, verdicts)
             assert not misstates(result.reason, tally), (name, result.reason)
+            assert not cut_short(result.reason), (name, result.reason)
             if result.details.get("judgeReasonDropped") == MISSTATED:
                 assert result.reason.startswith(f"The score is {result.score:g}")
             checked += 1
