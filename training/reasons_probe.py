@@ -160,64 +160,45 @@ def table(reasons: list[dict], labels: dict[int, bool]) -> str:
             f"{len(kept_false)} |"
         )
     if any("misstated" in r for r in reasons):  # runs since the tally rule (session 81)
-        out += [
-            "",
-            "| task | score reasons | false | contradicting the verdicts, kept by the copy "
-            "rules: false / true | false kept by every rule |",
-            "|---|---:|---:|---|---:|",
-        ]
-        for task in ("toxicity", "hallucination", "all"):
-            rows = [
-                (n, r) for n, r in enumerate(reasons) if task in ("all", r["task"]) and "tally" in r
-            ]
-            copied = {n for n, r in rows if r["words"] or r["opening"]}
-            misstated = [n for n, r in rows if r["misstated"] and n not in copied]
-            kept_false = [
-                n for n, _ in rows if not labels[n] and n not in copied and n not in misstated
-            ]
-            out.append(
-                f"| {task} | {len(rows)} | {sum(not labels[n] for n, _ in rows)} | "
-                f"{sum(not labels[n] for n in misstated)} / {sum(labels[n] for n in misstated)} | "
-                f"{len(kept_false)} |"
-            )
-        out += [
-            "",
-            "| task | claim reasons | false | the context said to lack what it holds, kept by "
-            "the copy rules: false / true | false kept by every rule |",
-            "|---|---:|---:|---|---:|",
-        ]
-        rows = [
-            (n, r)
-            for n, r in enumerate(reasons)
-            if r["task"] == "hallucination" and "Claim: " in r["own"]
-        ]
+        out += _rule_table(
+            "score reasons", "contradicting the verdicts", reasons, labels,
+            lambda r: "tally" in r, lambda r: r["misstated"], ("toxicity", "hallucination", "all"),
+        )  # fmt: skip
+        out += _rule_table(
+            "claim reasons", "the context said to lack what it holds", reasons, labels,
+            lambda r: r["task"] == "hallucination" and "Claim: " in r["own"],
+            lambda r: says_held_absent(r["reason"], r["shared"].removeprefix("Context: ")),
+            ("hallucination",),
+        )  # fmt: skip
+    if any("cut" in r for r in reasons):  # runs since the cut rule (session 81)
+        out += _rule_table(
+            "reasons", "stopped mid-sentence", reasons, labels, lambda r: True,
+            lambda r: r.get("cut", False), ("toxicity", "hallucination", "all"),
+        )  # fmt: skip
+    return "\n".join(out)
+
+
+def _rule_table(kind, rule, reasons, labels, counted, drops, tasks) -> list[str]:
+    """A table of what one rule drops of the reasons `counted` picks, among those the copy
+    rules keep, per task: false / true, and the false ones that the copy rules and this
+    one keep."""
+    out = [
+        "",
+        f"| task | {kind} | false | {rule}, kept by the copy rules: false / true | "
+        "false the copy rules and this one keep |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for task in tasks:
+        rows = [(n, r) for n, r in enumerate(reasons) if task in ("all", r["task"]) and counted(r)]
         copied = {n for n, r in rows if r["words"] or r["opening"]}
-        absent = [
-            n
-            for n, r in rows
-            if n not in copied
-            and says_held_absent(r["reason"], r["shared"].removeprefix("Context: "))
-        ]
-        kept_false = [n for n, _ in rows if not labels[n] and n not in copied and n not in absent]
+        dropped = [n for n, r in rows if n not in copied and drops(r)]
+        kept_false = [n for n, _ in rows if not labels[n] and n not in copied and n not in dropped]
         out.append(
-            f"| hallucination | {len(rows)} | {sum(not labels[n] for n, _ in rows)} | "
-            f"{sum(not labels[n] for n in absent)} / {sum(labels[n] for n in absent)} | "
+            f"| {task} | {len(rows)} | {sum(not labels[n] for n, _ in rows)} | "
+            f"{sum(not labels[n] for n in dropped)} / {sum(labels[n] for n in dropped)} | "
             f"{len(kept_false)} |"
         )
-    if any("cut" in r for r in reasons):  # runs since the cut rule (session 81)
-        out += [
-            "",
-            "| task | reasons | stopped mid-sentence, kept by the copy rules: false / true |",
-            "|---|---:|---|",
-        ]
-        for task in ("toxicity", "hallucination", "all"):
-            rows = [(n, r) for n, r in enumerate(reasons) if task in ("all", r["task"])]
-            cut = [n for n, r in rows if r.get("cut") and not (r["words"] or r["opening"])]
-            out.append(
-                f"| {task} | {len(rows)} | "
-                f"{sum(not labels[n] for n in cut)} / {sum(labels[n] for n in cut)} |"
-            )
-    return "\n".join(out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
