@@ -108,6 +108,39 @@ def test_end_to_end_with_judge_extraction(judge):
     assert result.usage["analyze"].prefix_reused > 0  # the claims shared the context prefix
 
 
+def test_claims_that_fell_apart_into_single_words_are_judged_as_sentences(tmp_home):
+    from localjudge.scorers.hallucination import fell_apart
+
+    # what the 1.5B extracted from a Q² reply (training/RESULTS.md, session 81)
+    assert fell_apart(["well", "it's", "about", "scarlett", "o", "hara", "a", "strong-willed"])
+    assert not fell_apart(["Yes", "It opened in 1889."])  # a one-word answer beside a claim
+    assert not fell_apart(["yes", "no"])
+    assert fell_apart(["the", "sky", "is blue"])
+
+    words = ["The", "sky", "is", "blue", "moon"]
+    with FakeJudge(make_script(claims=words)) as judge:
+        result = create_hallucination_scorer(
+            judge, context=["The sky is blue."], extraction="judge", reason="template"
+        ).run({"output": "The sky is blue. The moon is cheese."})
+    claims = ["The sky is blue.", "The moon is cheese."]  # the output's sentences
+    assert result.preprocess_step_result == {"claims": claims}
+    assert [v["verdict"] for v in result.analyze_step_result["verdicts"]] == ["no", "yes"]
+    assert result.score == 0.5
+    assert result.details["extraction"] == "sentences"
+    assert result.details["extractionFallback"] == "the judge's claims were single words"
+    assert result.preprocess_prompt.endswith("Claims: ")  # the judge was asked first
+    assert result.usage["preprocess"].requests == 1
+
+
+def test_a_judges_claims_with_a_one_word_answer_are_kept(tmp_home):
+    with FakeJudge(make_script(claims=["Yes", "The moon is cheese"])) as judge:
+        result = create_hallucination_scorer(judge, extraction="judge", reason="template").run(
+            {"output": "Yes, the moon is cheese."}
+        )
+    assert result.preprocess_step_result == {"claims": ["Yes", "The moon is cheese"]}
+    assert result.details["extraction"] == "judge" and "extractionFallback" not in result.details
+
+
 def test_all_claims_hallucinated_with_scale(judge):
     scorer = create_hallucination_scorer(judge, scale=10, extraction="judge")
     result = scorer.run({"output": "The moon is cheese. The moon is near"})

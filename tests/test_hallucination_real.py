@@ -12,6 +12,7 @@ import pytest
 from localjudge.errors import PromptTooLongError
 from localjudge.scorers import create_hallucination_scorer, extract_tool_results
 from localjudge.scorers.evidence import quote
+from localjudge.scorers.hallucination import fell_apart
 
 pytestmark = pytest.mark.real
 
@@ -59,6 +60,10 @@ def test_static_context_with_judge_extraction():
         )
     check_structure(result, meaningful=False)
     assert result.preprocess_prompt and result.generate_reason_prompt
+    # claims that fell apart into single words are never judged word by word
+    assert not fell_apart(result.preprocess_step_result["claims"])
+    fell_back = "extractionFallback" in result.details
+    assert result.details["extraction"] == ("sentences" if fell_back else "judge")
     assert result.usage["analyze"].requests == len(result.preprocess_step_result["claims"])
 
 

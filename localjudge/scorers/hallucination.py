@@ -101,6 +101,14 @@ def hallucination_template_reason(
 _MAX_LISTED = 12  # unsupported claims named in the score's reason; the rest are counted
 
 
+def fell_apart(claims: list[str]) -> bool:
+    """Whether a judge's claims are its output cut into single words ("well", "it's",
+    "about", "scarlett", ...): three claims or more, most of them one word. A small instruct
+    judge does this now and then (RESULTS.md, "A judge's extracted claims held to its own
+    prompt"); each word judged as a claim would make the score up."""
+    return len(claims) >= 3 and 2 * sum(len(c.split()) == 1 for c in claims) > len(claims)
+
+
 def _claim_prompt(row: LabelledRow):
     return claim_verdict_prompt(list(row.context), row.text)
 
@@ -202,7 +210,9 @@ class HallucinationScorer(Scorer):
         self, output: str, usage: dict[str, StepUsage]
     ) -> tuple[list[str], list[dict], str | None, str]:
         """The claims, the sentences left out as stating nothing (sentence extraction), the
-        preprocess prompt (judge extraction) and the mode used."""
+        preprocess prompt (judge extraction) and the mode used: "sentences" where the
+        judge's claims fell apart into single words (`fell_apart`), whose output is then
+        cut into sentences instead."""
         mode = self.extraction_mode()
         if not output.strip():
             return [], [], None, mode
@@ -219,6 +229,8 @@ class HallucinationScorer(Scorer):
                 "raise it, or use extraction='sentences'"
             )
         claims = [" ".join(c.split()) for c in result.value["claims"] if c.strip()]
+        if fell_apart(claims):
+            return split_statements(output, self.max_claim_chars), [], request.prompt, "sentences"
         return claims, [], request.prompt, mode
 
     async def _verdicts(
@@ -304,6 +316,8 @@ class HallucinationScorer(Scorer):
         ):  # judged in windows: the reason is written from the windows that decided
             reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
         details: dict[str, Any] = {"extraction": mode, "scale": self.scale}
+        if mode != self.extraction_mode():  # judge extraction fell apart into single words
+            details["extractionFallback"] = "the judge's claims were single words"
         reason, reason_prompt, dropped = await self.reason(
             hallucination_template_reason(score, self.scale, verdicts, skipped=skipped),
             hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
