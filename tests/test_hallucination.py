@@ -116,6 +116,8 @@ def test_claims_that_fell_apart_into_single_words_are_judged_as_sentences(tmp_ho
     assert not fell_apart(["Yes", "It opened in 1889."])  # a one-word answer beside a claim
     assert not fell_apart(["yes", "no"])
     assert fell_apart(["the", "sky", "is blue"])
+    # a script written without spaces: every claim is one "word" to str.split
+    assert not fell_apart(["東京は日本の首都です。", "人口は約1400万人です。", "富士山は高い。"])
 
     words = ["The", "sky", "is", "blue", "moon"]
     with FakeJudge(make_script(claims=words)) as judge:

@@ -11,6 +11,7 @@ written by a judge fit to write it.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -103,10 +104,19 @@ _MAX_LISTED = 12  # unsupported claims named in the score's reason; the rest are
 
 def fell_apart(claims: list[str]) -> bool:
     """Whether a judge's claims are its output cut into single words ("well", "it's",
-    "about", "scarlett", ...): three claims or more, most of them one word. A small instruct
+    "about", "scarlett", ...): three claims or more, most of them one word (a claim in a
+    script written without spaces, such as Japanese, is never one word). A small instruct
     judge does this now and then (RESULTS.md, "A judge's extracted claims held to its own
     prompt"); each word judged as a claim would make the score up."""
-    return len(claims) >= 3 and 2 * sum(len(c.split()) == 1 for c in claims) > len(claims)
+    return len(claims) >= 3 and 2 * sum(map(_one_word, claims)) > len(claims)
+
+
+# Chinese, Japanese and Korean text, which writes a whole claim without a space
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def _one_word(claim: str) -> bool:
+    return len(claim.split()) == 1 and not _CJK.search(claim)
 
 
 def _claim_prompt(row: LabelledRow):
