@@ -32,6 +32,7 @@ from pathlib import Path
 from localjudge import create_hallucination_scorer, create_toxicity_scorer, run_evals
 from localjudge.judge import Judge
 from localjudge.scorers import base
+from localjudge.scorers import reasons as reason_rules
 from localjudge.scorers.absent import says_held_absent
 from localjudge.scorers.reasons import cut_short, repeats_example_opening, repeats_example_words
 from localjudge.scorers.tally import misstates
@@ -94,12 +95,18 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
         checked[-1].update(tally=vars(tally), misstated=misstates(reason, tally, parts))
         return False
 
-    original = (
-        base.copies_worked_examples, base.misstates, base.says_held_absent, base.cut_short
-    )  # fmt: skip
-    base.copies_worked_examples, base.misstates = record, record_tally
-    base.cut_short = record_cut
-    base.says_held_absent = lambda reason, context: False
+    # a verdict's reason is checked in `reasons.why_dropped`, a score's in `base.Scorer.reason`
+    patches = {
+        (base, "copies_worked_examples"): record,
+        (reason_rules, "copies_worked_examples"): record,
+        (base, "cut_short"): record_cut,
+        (reason_rules, "cut_short"): record_cut,
+        (base, "misstates"): record_tally,
+        (reason_rules, "says_held_absent"): lambda reason, context: False,
+    }
+    original = {key: getattr(*key) for key in patches}
+    for (module, name), value in patches.items():
+        setattr(module, name, value)
     try:
         for scorer_name in ("toxicity", "hallucination"):
             rows = [item for name, item in work if name == scorer_name]
@@ -118,9 +125,8 @@ def run(judge: Judge, work: list[tuple[str, dict]]) -> list[dict]:
                 for entry in checked[before:]:
                     entry.update(item=item["id"], group=item["group"], task=scorer_name)
     finally:
-        (
-            base.copies_worked_examples, base.misstates, base.says_held_absent, base.cut_short
-        ) = original  # fmt: skip
+        for (module, name), value in original.items():
+            setattr(module, name, value)
     return checked
 
 

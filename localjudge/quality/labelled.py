@@ -21,9 +21,8 @@ from typing import Any
 from localjudge.errors import LocalJudgeError
 from localjudge.quality.devsets import load_devset
 from localjudge.quality.intervals import RESAMPLES, Intervals, intervals
-from localjudge.scorers.absent import says_held_absent
 from localjudge.scorers.evidence import context_text
-from localjudge.scorers.reasons import copies_worked_examples, cut_short
+from localjudge.scorers.reasons import why_dropped
 from localjudge.scorers.task import LabelledRow, VerdictTask
 from localjudge.scorers.text import split_statements
 
@@ -154,8 +153,8 @@ def judge_rows(
     statement: a text is flagged when any of its statements is, and a text in which the
     task finds nothing to check (a task whose `statements` leaves sentences out) is not
     flagged, P(flagged) 0, as a scorer scores an output without claims. Reasons are the
-    judge's own words where its free text can be trusted, else (and where its words repeat
-    the prompt's worked examples) built from the verdict and its evidence, as the scorers
+    judge's own words where its free text can be trusted, else (and where the scorers would
+    drop its words: `why_dropped`) built from the verdict and its evidence, as the scorers
     build them; `reasons=False` stops each reply after its verdict (P(flagged) is the
     same; the reason is a placeholder), which is much faster.
     `windows`: the scorer's option (k, "all" or "off"; default its top-k); `window_tokens`
@@ -201,13 +200,9 @@ def judge_rows(
             best, window, parts = decided[m]
             p = task.p_flagged(best)
             reason = str(best.value.get("reason", ""))  # with reasons=False, a placeholder
-            if reasons and (
-                not written
-                or copies_worked_examples(reason, parts)
-                or cut_short(reason)
-                or (row.context and says_held_absent(reason, context_text(row.context)))
-            ):  # built, as the scorers build it, also where the judge's repeats the examples,
-                # stops mid-sentence or says the context lacks what it holds
+            context = context_text(row.context) if row.context else None
+            if reasons and (not written or why_dropped(reason, parts, context)):
+                # built, as the scorers build it, also where the scorers drop the judge's
                 reason = task.reason(best.value, window.evidence(p) if window else None)
             if len(said) > 1 and reasons:
                 reason = f'statement {m + 1} of {len(said)}, "{said[m]}": {reason}'

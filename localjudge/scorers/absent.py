@@ -5,6 +5,7 @@ replace it with the reason built from the verdict and its evidence."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 # what a result says where it dropped the judge's reason for this
@@ -38,7 +39,7 @@ def says_held_absent(reason: str, context: str) -> bool:
     and cold drinks"). Of "X or Y", X is read. A proposition ("does not mention that ...",
     "whether ...") is not read."""
     text = " ".join(reason.lower().split())
-    held: list[str] | None = None  # the context is read only when a reason says so
+    held: tuple[str, ...] | None = None  # the context is read only when a reason says so
     for match in _SAYS_ABSENT.finditer(text):
         first = re.match(r"\W*(\w+)", match[1])
         if first is None or first[1] in _NOT_A_THING:
@@ -47,11 +48,17 @@ def says_held_absent(reason: str, context: str) -> bool:
         if not thing:
             continue
         if held is None:
-            held = _content_words(context)
+            held = _held_words(context)
         n = len(thing)
-        if any(held[i : i + n] == thing for i in range(len(held) - n + 1)):
+        if any(list(held[i : i + n]) == thing for i in range(len(held) - n + 1)):
             return True
     return False
+
+
+@functools.lru_cache(maxsize=16)
+def _held_words(context: str) -> tuple[str, ...]:
+    """A context's content words, read once for all the reasons given against it."""
+    return tuple(_content_words(context))
 
 
 def _content_words(text: str) -> list[str]:

@@ -10,8 +10,7 @@ from typing import Any
 from localjudge.judge import Judge
 from localjudge.prompts import PromptParts
 from localjudge.scheduler import GenerationRequest, GenerationResult
-from localjudge.scorers.absent import HELD, says_held_absent
-from localjudge.scorers.reasons import COPIED, CUT, copies_worked_examples, cut_short
+from localjudge.scorers.reasons import COPIED, CUT, copies_worked_examples, cut_short, why_dropped
 from localjudge.scorers.result import ScorerResult, StepUsage
 from localjudge.scorers.scorer_run import ScorerRun, check_option
 from localjudge.scorers.shared import shared_judge
@@ -166,20 +165,16 @@ class Scorer:
     ) -> dict:
         """A verdict's reason: the judge's own text, or when `claim_reasons` skipped it (or
         a calibrated threshold overruled the verdict it explained), `built` from the verdict
-        and its evidence; and which of the two it is. A reason that repeats the worked
-        examples of `parts` (the verdict's prompt), stops mid-sentence (`cut_short`), or says
-        that `context` (the whole context, where the verdict has one) lacks what it holds,
-        is replaced by `built`, and says why."""
+        and its evidence; and which of the two it is. A reason `why_dropped` drops (it
+        repeats the worked examples of `parts`, the verdict's prompt; stops mid-sentence; or
+        says that `context`, the whole context, lacks what it holds) is replaced by `built`,
+        and says why."""
         if result.reason_skipped or verdict != result.value["verdict"]:
             return {"reason": built, "reasonBy": "template"}
-        written = result.value["reason"]
-        if copies_worked_examples(written, parts):
-            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": COPIED}
-        if cut_short(written):
-            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": CUT}
-        if context is not None and says_held_absent(written, context):
-            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": HELD}
-        return {"reason": written, "reasonBy": "judge"}
+        dropped = why_dropped(result.value["reason"], parts, context)
+        if dropped:
+            return {"reason": built, "reasonBy": "template", "judgeReasonDropped": dropped}
+        return {"reason": result.value["reason"], "reasonBy": "judge"}
 
     async def reason(
         self,

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 from localjudge.prompts.base import PromptParts
+from localjudge.scorers.absent import HELD, says_held_absent
 
 # words in a row that a reason may share with the prompt's worked examples by chance
 _COPIED_RUN = 5
@@ -31,6 +32,20 @@ def cut_short(reason: str) -> bool:
     was the host of " before a quoted title), since a small judge does not escape a quotation
     mark inside its text. What it says stops mid-sentence."""
     return reason != reason.rstrip()
+
+
+def why_dropped(reason: str, parts: PromptParts, context: str | None = None) -> str | None:
+    """Why a verdict's reason that the judge wrote is not shown (`COPIED`, `CUT`, `HELD`),
+    or None when it is: it repeats the worked examples of `parts` (the verdict's prompt),
+    stops mid-sentence, or says that `context` (the whole context, where the verdict has
+    one) lacks what it holds. The scorers and `quality` show the built reason instead."""
+    if copies_worked_examples(reason, parts):
+        return COPIED
+    if cut_short(reason):
+        return CUT
+    if context is not None and says_held_absent(reason, context):
+        return HELD
+    return None
 
 
 def copies_worked_examples(reason: str, parts: PromptParts, also: str = "") -> bool:
