@@ -152,6 +152,18 @@ def label_index(example: dict) -> int:
     return 0 if example["label"] == "yes" else 1
 
 
+def target_yes(example: dict) -> float:
+    """The P(yes) an example is fitted to: its `target` where it carries one (a soft target,
+    training/distil.py), else its label (1 for yes, 0 for no)."""
+    return float(example.get("target", 1.0 if example["label"] == "yes" else 0.0))
+
+
+def soft_nll(log_p: torch.Tensor, yes: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the (yes, no) log-probabilities with targets P(yes) = `yes`; the
+    same number as `nll_loss` where every target is 0 or 1."""
+    return -(yes * log_p[:, 0] + (1 - yes) * log_p[:, 1]).mean()
+
+
 def evaluate(model: VerdictModel, examples: list[dict], prefixes: dict[str, int], batch: int):
     """Per task: balanced accuracy at P(yes) >= 0.5 and mean loss, without gradients."""
     model.model.eval()
@@ -329,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         prefix_len = prefixes[batch[0]["task"]]
         log_p = model.batch_log_p(batch, prefix_len)
         target = torch.tensor([label_index(e) for e in batch], device=model.device)
-        loss = torch.nn.functional.nll_loss(log_p, target)
+        yes = torch.tensor([target_yes(e) for e in batch], device=model.device)
+        loss = soft_nll(log_p, yes)
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
