@@ -149,3 +149,29 @@ def test_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch):
     write_data(data)
     assert train.main(argv(data, tmp_path / "out", "--resume")) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_a_soft_target_is_fitted_and_a_hard_one_trains_as_a_label(monkeypatch):
+    train = load_train(monkeypatch)
+    log_p = torch.log_softmax(torch.tensor([[0.3, -1.2], [2.0, 0.1], [-0.4, 0.9]]), dim=-1)
+    hard = [{"label": "yes"}, {"label": "no"}, {"label": "no"}]
+    labels = torch.tensor([train.label_index(e) for e in hard])
+    yes = torch.tensor([train.target_yes(e) for e in hard])
+    assert torch.allclose(
+        train.soft_nll(log_p, yes), torch.nn.functional.nll_loss(log_p, labels)
+    )
+    soft = [{"label": "yes", "target": 0.7}, {"label": "no", "target": 0.2}, {"label": "no"}]
+    yes = torch.tensor([train.target_yes(e) for e in soft])
+    assert yes.tolist() == pytest.approx([0.7, 0.2, 0.0])
+    expected = -(
+        0.7 * log_p[0, 0] + 0.3 * log_p[0, 1] + 0.2 * log_p[1, 0] + 0.8 * log_p[1, 1] + log_p[2, 1]
+    ) / 3
+    assert torch.allclose(train.soft_nll(log_p, yes), expected)
+    # the loss is least where the model's P(yes) is the target
+    logits = torch.zeros(1, 2, requires_grad=True)
+    optimiser = torch.optim.SGD([logits], lr=1.0)
+    for _ in range(500):
+        optimiser.zero_grad()
+        train.soft_nll(torch.log_softmax(logits, -1), torch.tensor([0.7])).backward()
+        optimiser.step()
+    assert torch.softmax(logits, -1)[0, 0].item() == pytest.approx(0.7, abs=1e-3)

@@ -7,7 +7,8 @@ rows, blended with their labels, for `train.py` to fit instead of the labels alo
         --teacher training/teacher.jsonl --weight 0.5 --out training/data-AnD
 
 `teach` judges every row of `train_hallucination.jsonl` through localjudge itself (the
-teacher's own prompt format, evidence windows as its registry entry says), one line per row:
+teacher's own prompt format; each row's context whole, since make_data.py cut it to one
+training window), one line per row:
 the row and the teacher's P(yes). `blend` writes a copy of the data folder in which each
 hallucination example of `train.tokens.jsonl` carries `target`, (1 - weight) x its label
 + weight x the teacher's P(yes); toxicity examples, and every other file, are copied as
@@ -49,7 +50,10 @@ def teach(args: argparse.Namespace) -> int:
             done[0] += n
             print(f"teach: {done[0]} of {len(rows)}", flush=True)
 
-        verdicts = judge_rows(judge, rows, "hallucination", reasons=False, progress=progress)
+        # each row's context is already one training window: judged whole, as the student sees it
+        verdicts = judge_rows(
+            judge, rows, "hallucination", reasons=False, progress=progress, windows="off"
+        )
     with args.out.open("w", encoding="utf-8") as f:
         for row, verdict in zip(raw, verdicts, strict=True):
             f.write(json.dumps({**row, "teacher": verdict.p_yes}, ensure_ascii=False) + "\n")
