@@ -497,16 +497,25 @@ def test_all_claims_are_judged_and_a_cap_is_recorded(tmp_home):
     judge.close()
 
 
-def test_claims_cut_by_the_extraction_budget_are_an_error(tmp_home):
-    from localjudge.errors import ScorerInputError
-
+def test_claims_cut_by_the_extraction_budget_fall_back_to_sentences(tmp_home):
     claims = json.dumps({"claims": [f"claim {i}" for i in range(60)]}, separators=(",", ":"))
     judge = FakeJudge(
         lambda prompt: claims if prompt.endswith("Claims: ") else judge_script(prompt)
     )
     scorer = create_hallucination_scorer(judge, extraction="judge", claims_max_tokens=40)
-    with pytest.raises(ScorerInputError, match="do not fit in claims_max_tokens=40"):
-        scorer.run({"output": "Many claims.", "context": ["x"]})
+    output = "The shop opens at nine. It closes at five on Sundays."
+    result = scorer.run({"output": output, "context": ["The shop opens at nine."]})
+    # the judge's cut list is not judged: every sentence of the output is
+    assert result.preprocess_step_result["claims"] == [
+        "The shop opens at nine.",
+        "It closes at five on Sundays.",
+    ]
+    assert len(result.analyze_step_result["verdicts"]) == 2
+    assert result.details["extraction"] == "sentences"
+    assert result.details["extractionFallback"] == (
+        "the judge's claims ran past claims_max_tokens=40"
+    )
+    assert result.preprocess_prompt is not None  # the judge was asked first
     judge.close()
 
 

@@ -157,15 +157,12 @@ def test_a_soft_target_is_fitted_and_a_hard_one_trains_as_a_label(monkeypatch):
     hard = [{"label": "yes"}, {"label": "no"}, {"label": "no"}]
     labels = torch.tensor([train.label_index(e) for e in hard])
     yes = torch.tensor([train.target_yes(e) for e in hard])
-    assert torch.allclose(
-        train.soft_nll(log_p, yes), torch.nn.functional.nll_loss(log_p, labels)
-    )
+    assert torch.allclose(train.soft_nll(log_p, yes), torch.nn.functional.nll_loss(log_p, labels))
     soft = [{"label": "yes", "target": 0.7}, {"label": "no", "target": 0.2}, {"label": "no"}]
     yes = torch.tensor([train.target_yes(e) for e in soft])
     assert yes.tolist() == pytest.approx([0.7, 0.2, 0.0])
-    expected = -(
-        0.7 * log_p[0, 0] + 0.3 * log_p[0, 1] + 0.2 * log_p[1, 0] + 0.8 * log_p[1, 1] + log_p[2, 1]
-    ) / 3
+    wanted = [(0.7, 0.3), (0.2, 0.8), (0.0, 1.0)]  # (yes, no) of each example's target
+    expected = -sum(y * log_p[i, 0] + n * log_p[i, 1] for i, (y, n) in enumerate(wanted)) / 3
     assert torch.allclose(train.soft_nll(log_p, yes), expected)
     # the loss is least where the model's P(yes) is the target
     logits = torch.zeros(1, 2, requires_grad=True)

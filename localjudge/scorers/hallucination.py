@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from localjudge.errors import ScorerInputError
 from localjudge.judge import Judge
 from localjudge.prompts import (
     HALLUCINATION_PROMPT_VERSION,
@@ -218,30 +217,31 @@ class HallucinationScorer(Scorer):
 
     async def _claims(
         self, output: str, usage: dict[str, StepUsage]
-    ) -> tuple[list[str], list[dict], str | None, str]:
+    ) -> tuple[list[str], list[dict], str | None, str, str | None]:
         """The claims, the sentences left out as stating nothing (sentence extraction), the
-        preprocess prompt (judge extraction) and the mode used: "sentences" where the
-        judge's claims fell apart into single words (`fell_apart`), whose output is then
-        cut into sentences instead."""
+        preprocess prompt (judge extraction), the mode used and why it is not the mode asked
+        for: where the judge's extraction ran past `claims_max_tokens` (its list cut short
+        would leave claims unjudged) or fell apart into single words (`fell_apart`), the
+        output is cut into sentences instead, and every sentence is judged."""
         mode = self.extraction_mode()
         if not output.strip():
-            return [], [], None, mode
+            return [], [], None, mode, None
         if mode == "sentences":
-            return split_statements(output, self.max_claim_chars), [], None, mode
+            return split_statements(output, self.max_claim_chars), [], None, mode, None
         if mode == "sentence-claims":
             found = sentence_claims(output, self.max_claim_chars)
-            return found.claims, found.skipped, None, mode
+            return found.claims, found.skipped, None, mode, None
         request = self.judge_request(claims_prompt(output), "claims", self.claims_max_tokens)
         (result,) = await self.ask("preprocess", [request], usage)
         if result.finish_reason == "budget":
-            raise ScorerInputError(
-                f"the claims of this output do not fit in claims_max_tokens={self.claims_max_tokens}: "
-                "raise it, or use extraction='sentences'"
-            )
-        claims = [" ".join(c.split()) for c in result.value["claims"] if c.strip()]
-        if fell_apart(claims):
-            return split_statements(output, self.max_claim_chars), [], request.prompt, "sentences"
-        return claims, [], request.prompt, mode
+            why = f"the judge's claims ran past claims_max_tokens={self.claims_max_tokens}"
+        else:
+            claims = [" ".join(c.split()) for c in result.value["claims"] if c.strip()]
+            if not fell_apart(claims):
+                return claims, [], request.prompt, mode, None
+            why = "the judge's claims were single words"
+        sentences = split_statements(output, self.max_claim_chars)
+        return sentences, [], request.prompt, "sentences", why
 
     async def _verdicts(
         self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
@@ -307,7 +307,7 @@ class HallucinationScorer(Scorer):
         run = ScorerRun.from_value(run)
         output = judge_text(run.output_text)
         usage: dict[str, StepUsage] = {}
-        claims, skipped, preprocess_prompt, mode = await self._claims(output, usage)
+        claims, skipped, preprocess_prompt, mode, fallback = await self._claims(output, usage)
         claims, truncated = cap(claims, self.max_claims, "claims")
         preprocessed: dict[str, Any] = {"claims": claims}
         if skipped:
@@ -326,8 +326,8 @@ class HallucinationScorer(Scorer):
         ):  # judged in windows: the reason is written from the windows that decided
             reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
         details: dict[str, Any] = {"extraction": mode, "scale": self.scale}
-        if mode != self.extraction_mode():  # judge extraction fell apart into single words
-            details["extractionFallback"] = "the judge's claims were single words"
+        if fallback:  # the judge's extraction ran past its budget or fell apart
+            details["extractionFallback"] = fallback
         reason, reason_prompt, dropped = await self.reason(
             hallucination_template_reason(score, self.scale, verdicts, skipped=skipped),
             hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
