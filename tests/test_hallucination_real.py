@@ -47,7 +47,7 @@ def test_static_context_with_judge_extraction():
 
     # the mechanics of judge-extracted claims, on the bare base model: the default judge is
     # tuned for verdicts only (fitness "verdicts"), and its free text may not close within
-    # the claims budget (then the scorer says so: a ScorerInputError, never a score)
+    # the claims budget (then the output is judged sentence by sentence, and details say so)
     with Judge.load("gemma-3-270m", slots=4, max_prefixes=4, n_ctx=4096) as base:
         scorer = create_hallucination_scorer(
             base, context=IPHONE, extraction="judge", reason="judge"
@@ -65,6 +65,29 @@ def test_static_context_with_judge_extraction():
     fell_back = "extractionFallback" in result.details
     assert result.details["extraction"] == ("sentences" if fell_back else "judge")
     assert result.usage["analyze"].requests == len(result.preprocess_step_result["claims"])
+
+
+def test_judge_extraction_past_its_budget_is_judged_by_sentences():
+    from localjudge import Judge
+
+    # six tokens hold `{"claims":["` and little more: no list of claims closes in them
+    with Judge.load("gemma-3-270m", slots=2, max_prefixes=2, n_ctx=4096) as base:
+        scorer = create_hallucination_scorer(
+            base, context=IPHONE, extraction="judge", reason="template", claims_max_tokens=6
+        )
+        result = scorer.run(
+            {"output": "The iPhone was announced in 2007. It was released in June 2008."}
+        )
+    check_structure(result, meaningful=False)
+    assert result.preprocess_prompt  # the judge was asked
+    assert result.preprocess_step_result["claims"] == [
+        "The iPhone was announced in 2007.",
+        "It was released in June 2008.",
+    ]
+    assert result.details["extraction"] == "sentences"
+    assert result.details["extractionFallback"] == (
+        "the judge's claims ran past claims_max_tokens=6"
+    )
 
 
 def test_sentence_extraction_scale_and_template_reason(real_judge):
