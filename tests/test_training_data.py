@@ -1719,3 +1719,42 @@ def test_each_measured_set_names_saved_runs_and_a_results_section_that_exist(mak
         for judged in measured.judged:
             saved = measured_sets.saved_sets(results / judged.run)
             assert (judged.task, judged.name) in saved, (measured.folder, judged)
+
+
+def test_soft_targets_blend_each_label_with_the_teachers_p_and_find_their_rows_by_tokens(
+    make_data, real_judge, tmp_path
+):
+    spec = importlib.util.spec_from_file_location("distil", ROOT / "training" / "distil.py")
+    distil = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(distil)
+    assert distil.blended("yes", 0.2, 0.5) == pytest.approx(0.6)
+    assert distil.blended("no", 0.8, 0.25) == pytest.approx(0.2)
+    assert distil.blended("yes", None, 0.5) == 1.0  # no answer from the teacher: the label
+
+    taught = [
+        {"context": ["The tower is 330 m tall."], "claim": "The tower is red.", "label": True,
+         "group": "t/a", "teacher": 0.9},
+        {"context": ["The tower is 330 m tall."], "claim": "The tower is tall.", "label": False,
+         "group": "t/b", "teacher": 0.3},
+    ]  # fmt: skip
+    tokens = make_data.Tokens(real_judge)
+    examples = [
+        make_data.Example("hallucination", r["group"], "yes" if r["label"] else "no",
+                          r["claim"], tuple(r["context"]))
+        for r in taught
+    ]  # fmt: skip
+    toxic = make_data.Example("toxicity", "x/y", "yes", "You are an idiot.")
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    shuffled = [tokens.encode(e) for e in (examples[1], toxic, examples[0])]
+    (data / "train.tokens.jsonl").write_text("".join(json.dumps(e) + "\n" for e in shuffled))
+    (data / "heldout_hallucination.jsonl").write_text("{}\n")
+    targets = distil.targets_of(taught, tokens, 0.5)
+    assert distil.write_blended(data, out, targets) == 2
+    written = [json.loads(line) for line in (out / "train.tokens.jsonl").read_text().splitlines()]
+    assert [e.get("target") for e in written] == [pytest.approx(0.15), None, pytest.approx(0.95)]
+    assert [e["ids"] for e in written] == [e["ids"] for e in shuffled]
+    assert (out / "heldout_hallucination.jsonl").read_text() == "{}\n"
+    # a tokens file with an example no taught row matches is refused
+    with pytest.raises(SystemExit, match="no taught row"):
+        distil.write_blended(data, tmp_path / "again", distil.targets_of(taught[:1], tokens, 0.5))

@@ -69,29 +69,27 @@ def blended(label: str, teacher: float | None, weight: float) -> float:
     return hard if teacher is None else (1 - weight) * hard + weight * teacher
 
 
-def blend(args: argparse.Namespace) -> int:
-    from make_data import Example, Tokens
+def targets_of(taught: list[dict], tokens, weight: float) -> dict[tuple[int, ...], float]:
+    """Each taught row's soft target, keyed by the token ids make_data.py's `Tokens` gives
+    its example (so that a shuffled tokens file finds its rows)."""
+    from make_data import Example
 
-    from localjudge.judge import Judge
+    targets = {}
+    for row in taught:
+        label = "yes" if row["label"] else "no"
+        example = Example("hallucination", row["group"], label, row["claim"], tuple(row["context"]))
+        targets[tuple(tokens.encode(example)["ids"])] = blended(label, row["teacher"], weight)
+    return targets
 
-    if not 0 <= args.weight <= 1:
-        raise SystemExit("distil: --weight is between 0 and 1")
-    taught = [json.loads(line) for line in args.teacher.read_text().splitlines() if line]
-    args.out.mkdir(parents=True, exist_ok=True)
-    targets: dict[tuple[int, ...], float] = {}
-    with Judge.load("gemma-3-270m", slots=1) as judge:
-        tokens = Tokens(judge)
-        for row in taught:
-            label = "yes" if row["label"] else "no"
-            example = Example(
-                "hallucination", row["group"], label, row["claim"], tuple(row["context"])
-            )
-            targets[tuple(tokens.encode(example)["ids"])] = blended(
-                label, row["teacher"], args.weight
-            )
+
+def write_blended(data: Path, out: Path, targets: dict[tuple[int, ...], float]) -> int:
+    """Copy data folder `data` to `out`, each hallucination example of `train.tokens.jsonl`
+    given its `target`; the number of examples given one. An example no taught row matches
+    is an error (a teacher run on another folder's rows)."""
+    out.mkdir(parents=True, exist_ok=True)
     matched = 0
-    with (args.out / "train.tokens.jsonl").open("w", encoding="utf-8") as f:
-        for line in (args.data / "train.tokens.jsonl").read_text().splitlines():
+    with (out / "train.tokens.jsonl").open("w", encoding="utf-8") as f:
+        for line in (data / "train.tokens.jsonl").read_text().splitlines():
             example = json.loads(line)
             if example["task"] == "hallucination":
                 target = targets.get(tuple(example["ids"]))
@@ -100,9 +98,23 @@ def blend(args: argparse.Namespace) -> int:
                 example["target"] = target
                 matched += 1
             f.write(json.dumps(example) + "\n")
-    for path in args.data.iterdir():
+    for path in data.iterdir():
         if path.is_file() and path.name != "train.tokens.jsonl":
-            shutil.copy2(path, args.out / path.name)
+            shutil.copy2(path, out / path.name)
+    return matched
+
+
+def blend(args: argparse.Namespace) -> int:
+    from make_data import Tokens
+
+    from localjudge.judge import Judge
+
+    if not 0 <= args.weight <= 1:
+        raise SystemExit("distil: --weight is between 0 and 1")
+    taught = [json.loads(line) for line in args.teacher.read_text().splitlines() if line]
+    with Judge.load("gemma-3-270m", slots=1) as judge:
+        targets = targets_of(taught, Tokens(judge), args.weight)
+    matched = write_blended(args.data, args.out, targets)
     print(f"blend: {matched} hallucination examples given targets -> {args.out}")
     return 0
 
