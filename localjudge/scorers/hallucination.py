@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,19 @@ def hallucination_template_reason(
 
 
 _MAX_LISTED = 12  # unsupported claims named in the score's reason; the rest are counted
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """An output's claims as the scorer judges them: `mode` is the extraction used,
+    `skipped` the sentences it left out as stating nothing (sentence-claims), `prompt` the
+    judge's extraction prompt where it was asked, `fallback` why its claims were not used."""
+
+    claims: list[str]
+    mode: str
+    skipped: list[dict] = field(default_factory=list)
+    prompt: str | None = None
+    fallback: str | None = None
 
 
 def fell_apart(claims: list[str]) -> bool:
@@ -215,22 +228,18 @@ class HallucinationScorer(Scorer):
             return run.context
         return list(self.context or [])
 
-    async def _claims(
-        self, output: str, usage: dict[str, StepUsage]
-    ) -> tuple[list[str], list[dict], str | None, str, str | None]:
-        """The claims, the sentences left out as stating nothing (sentence extraction), the
-        preprocess prompt (judge extraction), the mode used and why it is not the mode asked
-        for: where the judge's extraction ran past `claims_max_tokens` (its list cut short
-        would leave claims unjudged) or fell apart into single words (`fell_apart`), the
-        output is cut into sentences instead, and every sentence is judged."""
+    async def _claims(self, output: str, usage: dict[str, StepUsage]) -> Extracted:
+        """The output's claims in the extraction mode asked for; where the judge's extraction
+        ran past `claims_max_tokens` (its list cut short would leave claims unjudged) or fell
+        apart into single words (`fell_apart`), its sentences instead, every one judged."""
         mode = self.extraction_mode()
         if not output.strip():
-            return [], [], None, mode, None
+            return Extracted([], mode)
         if mode == "sentences":
-            return split_statements(output, self.max_claim_chars), [], None, mode, None
+            return Extracted(split_statements(output, self.max_claim_chars), mode)
         if mode == "sentence-claims":
             found = sentence_claims(output, self.max_claim_chars)
-            return found.claims, found.skipped, None, mode, None
+            return Extracted(found.claims, mode, skipped=found.skipped)
         request = self.judge_request(claims_prompt(output), "claims", self.claims_max_tokens)
         (result,) = await self.ask("preprocess", [request], usage)
         if result.finish_reason == "budget":
@@ -238,10 +247,10 @@ class HallucinationScorer(Scorer):
         else:
             claims = [" ".join(c.split()) for c in result.value["claims"] if c.strip()]
             if not fell_apart(claims):
-                return claims, [], request.prompt, mode, None
+                return Extracted(claims, mode, prompt=request.prompt)
             why = "the judge's claims were single words"
         sentences = split_statements(output, self.max_claim_chars)
-        return sentences, [], request.prompt, "sentences", why
+        return Extracted(sentences, "sentences", prompt=request.prompt, fallback=why)
 
     async def _verdicts(
         self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
@@ -307,8 +316,9 @@ class HallucinationScorer(Scorer):
         run = ScorerRun.from_value(run)
         output = judge_text(run.output_text)
         usage: dict[str, StepUsage] = {}
-        claims, skipped, preprocess_prompt, mode, fallback = await self._claims(output, usage)
-        claims, truncated = cap(claims, self.max_claims, "claims")
+        extracted = await self._claims(output, usage)
+        skipped = extracted.skipped
+        claims, truncated = cap(extracted.claims, self.max_claims, "claims")
         preprocessed: dict[str, Any] = {"claims": claims}
         if skipped:
             preprocessed["skipped"] = skipped
@@ -325,9 +335,9 @@ class HallucinationScorer(Scorer):
             v["evidence"] and v["evidence"]["text"] != context_text(context) for v in verdicts
         ):  # judged in windows: the reason is written from the windows that decided
             reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
-        details: dict[str, Any] = {"extraction": mode, "scale": self.scale}
-        if fallback:  # the judge's extraction ran past its budget or fell apart
-            details["extractionFallback"] = fallback
+        details: dict[str, Any] = {"extraction": extracted.mode, "scale": self.scale}
+        if extracted.fallback:  # the judge's extraction ran past its budget or fell apart
+            details["extractionFallback"] = extracted.fallback
         reason, reason_prompt, dropped = await self.reason(
             hallucination_template_reason(score, self.scale, verdicts, skipped=skipped),
             hallucination_reason_prompt(score, self.scale, verdicts, reason_context)
@@ -347,7 +357,7 @@ class HallucinationScorer(Scorer):
             score=score,
             reason=reason,
             preprocess_step_result=preprocessed,
-            preprocess_prompt=preprocess_prompt,
+            preprocess_prompt=extracted.prompt,
             analyze_step_result={"verdicts": verdicts},
             analyze_prompt=analyze_prompt,
             generate_reason_prompt=reason_prompt,
