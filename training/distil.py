@@ -8,8 +8,7 @@ rows, blended with their labels, for `train.py` to fit instead of the labels alo
 
 `teach` judges every row of `train_hallucination.jsonl` through localjudge itself (the
 teacher's own prompt format; each row's context whole, since make_data.py cut it to one
-training window), one line per row:
-the row and the teacher's P(yes). `blend` writes a copy of the data folder in which each
+training window) and writes one line per row: the row and the teacher's P(yes). `blend` writes a copy of the data folder in which each
 hallucination example of `train.tokens.jsonl` carries `target`, (1 - weight) x its label
 + weight x the teacher's P(yes); toxicity examples, and every other file, are copied as
 they are. An example is matched to its row by its token ids, re-encoded from the row as
@@ -44,11 +43,12 @@ def teach(args: argparse.Namespace) -> int:
         if line
     ]
     with Judge.load(args.model) as judge:
-        done = [0]
+        done = 0
 
         def progress(n: int) -> None:
-            done[0] += n
-            print(f"teach: {done[0]} of {len(rows)}", flush=True)
+            nonlocal done
+            done += n
+            print(f"teach: {done} of {len(rows)}", flush=True)
 
         # each row's context is already one training window: judged whole, as the student sees it
         verdicts = judge_rows(
