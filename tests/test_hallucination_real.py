@@ -70,24 +70,26 @@ def test_static_context_with_judge_extraction():
 def test_judge_extraction_past_its_budget_is_judged_by_sentences():
     from localjudge import Judge
 
-    # six tokens hold `{"claims":["` and little more: no list of claims closes in them
+    output = "The iPhone was announced in 2007. It was released in June 2008."
     with Judge.load("gemma-3-270m", slots=2, max_prefixes=2, n_ctx=4096) as base:
+        # the fewest tokens that close `{"claims":[]}`: a list with a claim in it cannot
+        # close in them, so a judge that opens one runs past the budget
+        budget = base.grammar("claims").min_tokens
         scorer = create_hallucination_scorer(
-            base, context=IPHONE, extraction="judge", reason="template", claims_max_tokens=6
+            base, context=IPHONE, extraction="judge", reason="template", claims_max_tokens=budget
         )
-        result = scorer.run(
-            {"output": "The iPhone was announced in 2007. It was released in June 2008."}
-        )
+        result = scorer.run({"output": output})
     check_structure(result, meaningful=False)
     assert result.preprocess_prompt  # the judge was asked
-    assert result.preprocess_step_result["claims"] == [
-        "The iPhone was announced in 2007.",
-        "It was released in June 2008.",
-    ]
-    assert result.details["extraction"] == "sentences"
-    assert result.details["extractionFallback"] == (
-        "the judge's claims ran past claims_max_tokens=6"
-    )
+    claims = result.preprocess_step_result["claims"]
+    if "extractionFallback" in result.details:  # it opened a claim (what a base model does)
+        assert claims == ["The iPhone was announced in 2007.", "It was released in June 2008."]
+        assert result.details["extraction"] == "sentences"
+        assert result.details["extractionFallback"] == (
+            f"the judge's claims ran past claims_max_tokens={budget}"
+        )
+    else:  # it closed the list at once: nothing to judge, and nothing made up
+        assert claims == [] and result.details["extraction"] == "judge"
 
 
 def test_sentence_extraction_scale_and_template_reason(real_judge):
