@@ -253,7 +253,7 @@ class HallucinationScorer(Scorer):
         return Extracted(sentences, "sentences", prompt=request.prompt, fallback=why)
 
     async def _verdicts(
-        self, claims: list[str], context: list[str], usage: dict[str, StepUsage]
+        self, claims: list[str], context: list[str], whole: str, usage: dict[str, StepUsage]
     ) -> tuple[list[dict], str]:
         """One verdict per claim, and the literal prompt of the first request. A claim is
         judged against its candidate windows best first, all claims' windows of a round in
@@ -261,7 +261,9 @@ class HallucinationScorer(Scorer):
         supports it: that window decides and is its evidence. A claim no window supports is
         hallucinated, with the window that came closest (lowest P(hallucinated)). The
         verdicts are those of judging every window and taking the best; the windows after
-        a supporting one are not evaluated."""
+        a supporting one are not evaluated. `whole` is the context as one text
+        (`context_text`), which a written reason saying "the context does not mention ..."
+        is read against."""
         windows, chosen, left_out = await asyncio.to_thread(  # tokenizes the whole context
             plan_windows,
             self.judge,
@@ -291,8 +293,6 @@ class HallucinationScorer(Scorer):
             ]
             level += 1
         verdicts = []
-        # what a written reason saying "the context does not mention ..." is read against
-        whole = context_text(context)
         for claim, ws, missed, mine in zip(claims, chosen, left_out, judged, strict=True):
             best = min(range(len(mine)), key=lambda i: p_yes(mine[i][0]))
             result, asked = mine[best]
@@ -324,15 +324,16 @@ class HallucinationScorer(Scorer):
             preprocessed["skipped"] = skipped
         results: dict[str, Any] = {"preprocessStepResult": preprocessed}
         context = await self._context(run, results, None, "analyze")
+        whole = context_text(context)
         verdicts: list[dict] = []
         analyze_prompt = None
         if claims:
-            verdicts, analyze_prompt = await self._verdicts(claims, context, usage)
+            verdicts, analyze_prompt = await self._verdicts(claims, context, whole, usage)
         results["analyzeStepResult"] = {"verdicts": verdicts}
         score = hallucination_score(verdicts, self.scale)
         reason_context = await self._context(run, results, score, "generateReason")
-        if context_text(reason_context) == context_text(context) and any(
-            v["evidence"] and v["evidence"]["text"] != context_text(context) for v in verdicts
+        if context_text(reason_context) == whole and any(
+            v["evidence"] and v["evidence"]["text"] != whole for v in verdicts
         ):  # judged in windows: the reason is written from the windows that decided
             reason_context = list(dict.fromkeys(v["evidence"]["text"] for v in verdicts))
         details: dict[str, Any] = {"extraction": extracted.mode, "scale": self.scale}
