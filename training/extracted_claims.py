@@ -28,6 +28,7 @@ from pathlib import Path
 
 from localjudge import create_hallucination_scorer, run_evals
 from localjudge.judge import Judge
+from localjudge.quality.labelled import Agreement
 from localjudge.scorers.claims import why_not_a_claim
 
 
@@ -80,9 +81,7 @@ def judge_sets(judge: Judge, sets: dict[str, list[dict]]) -> list[dict]:
 
 
 def balanced_accuracy(labels: list[bool], flagged: list[bool]) -> float:
-    pos = [f for lab, f in zip(labels, flagged, strict=True) if lab]
-    neg = [not f for lab, f in zip(labels, flagged, strict=True) if not lab]
-    return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2
+    return Agreement.of(labels, flagged, [float(f) for f in flagged]).balanced_accuracy
 
 
 def table(records: list[dict]) -> str:
