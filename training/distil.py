@@ -5,6 +5,8 @@ rows, blended with their labels, for `train.py` to fit instead of the labels alo
         --model qwen-coder-1.5b-verdicts --data training/data-AnT --out training/teacher.jsonl
     .venv/bin/python training/distil.py blend --data training/data-AnT \
         --teacher training/teacher.jsonl --weight 0.5 --out training/data-AnD
+    .venv/bin/python training/distil.py blend --data training/data-AnT \
+        --teacher training/teacher.jsonl --weight 0.5 --centre --out training/data-AnC
 
 `teach` judges every row of `train_hallucination.jsonl` through localjudge itself (the
 teacher's own prompt format; each row's context whole, since make_data.py cut it to one
@@ -13,6 +15,10 @@ hallucination example of `train.tokens.jsonl` carries `target`, (1 - weight) x i
 + weight x the teacher's P(yes); toxicity examples, and every other file, are copied as
 they are. An example is matched to its row by its token ids, re-encoded from the row as
 make_data.py encodes it, so the shuffled order of `train.tokens.jsonl` does not matter.
+With `--centre`, the teacher's P(yes) is first read at its own threshold: the one that
+best fits the taught rows' labels (balanced accuracy, `localjudge calibrate`'s choice)
+is moved to 0.5 on the logit scale, so that the blend takes the teacher's order of the
+rows and not its lean toward yes.
 
 Runs in localjudge's own virtual environment.
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -69,6 +76,29 @@ def blended(label: str, teacher: float | None, weight: float) -> float:
     return hard if teacher is None else (1 - weight) * hard + weight * teacher
 
 
+def centred(taught: list[dict]) -> list[dict]:
+    """The taught rows with each teacher P(yes) moved on the logit scale so that the
+    teacher's own threshold (the one that best fits these rows' labels in balanced
+    accuracy) falls at 0.5: P' = sigmoid(logit(P) - logit(threshold)). Rows without an
+    answer are kept as they are."""
+    from localjudge.quality.calibration import choose_threshold
+
+    answered = [row for row in taught if row["teacher"] is not None]
+    cut = choose_threshold([bool(r["label"]) for r in answered], [r["teacher"] for r in answered])
+    if not 0 < cut < 1:
+        raise SystemExit(f"distil: the teacher's threshold {cut} cannot be centred")
+    shift = math.log(cut / (1 - cut))
+
+    def moved(p: float) -> float:
+        p = min(max(p, 1e-9), 1 - 1e-9)
+        return 1 / (1 + math.exp(shift - math.log(p / (1 - p))))
+
+    return [
+        row if row["teacher"] is None else {**row, "teacher": moved(row["teacher"])}
+        for row in taught
+    ]
+
+
 def targets_of(taught: list[dict], tokens, weight: float) -> dict[tuple[int, ...], float]:
     """Each taught row's soft target, keyed by the token ids make_data.py's `Tokens` gives
     its example (so that a shuffled tokens file finds its rows)."""
@@ -112,6 +142,8 @@ def blend(args: argparse.Namespace) -> int:
     if not 0 <= args.weight <= 1:
         raise SystemExit("distil: --weight is between 0 and 1")
     taught = [json.loads(line) for line in args.teacher.read_text().splitlines() if line]
+    if args.centre:
+        taught = centred(taught)
     with Judge.load("gemma-3-270m", slots=1) as judge:
         targets = targets_of(taught, Tokens(judge), args.weight)
     matched = write_blended(args.data, args.out, targets)
@@ -130,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--data", type=Path, required=True)
     b.add_argument("--teacher", type=Path, required=True)
     b.add_argument("--weight", type=float, default=0.5)
+    b.add_argument(
+        "--centre",
+        action="store_true",
+        help="read the teacher's P(yes) at its own threshold on these rows (moved to 0.5)",
+    )
     b.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     return teach(args) if args.step == "teach" else blend(args)
