@@ -1758,3 +1758,27 @@ def test_soft_targets_blend_each_label_with_the_teachers_p_and_find_their_rows_b
     # a tokens file with an example no taught row matches is refused
     with pytest.raises(SystemExit, match="no taught row"):
         distil.write_blended(data, tmp_path / "again", distil.targets_of(taught[:1], tokens, 0.5))
+
+
+def test_centred_teacher_p_moves_the_teachers_own_threshold_to_one_half_keeping_order():
+    spec = importlib.util.spec_from_file_location("distil", ROOT / "training" / "distil.py")
+    distil = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(distil)
+    taught = [
+        {"label": True, "teacher": 0.9},
+        {"label": True, "teacher": 0.8},
+        {"label": False, "teacher": 0.7},
+        {"label": False, "teacher": 0.2},
+        {"label": True, "teacher": None},
+    ]
+    # the teacher's best cut on these labels is 0.75 (halfway between 0.7 and 0.8)
+    moved = [row["teacher"] for row in distil.centred(taught)]
+    odds = 0.75 / 0.25
+    expected = [p / (1 - p) / odds for p in (0.9, 0.8, 0.7, 0.2)]
+    assert moved[:4] == pytest.approx([o / (1 + o) for o in expected])
+    assert moved[0] == pytest.approx(0.75) and moved[4] is None
+    assert moved[:4] == sorted(moved[:4], reverse=True)  # the teacher's order kept
+    assert [row["label"] for row in distil.centred(taught)] == [r["label"] for r in taught]
+    # a teacher whose best cut is at an end (it calls no row yes) cannot be centred
+    with pytest.raises(SystemExit, match="cannot be centred"):
+        distil.centred([{"label": False, "teacher": 0.5}, {"label": False, "teacher": 0.6}])
