@@ -1724,9 +1724,7 @@ def test_each_measured_set_names_saved_runs_and_a_results_section_that_exist(mak
 def test_soft_targets_blend_each_label_with_the_teachers_p_and_find_their_rows_by_tokens(
     make_data, real_judge, tmp_path
 ):
-    spec = importlib.util.spec_from_file_location("distil", ROOT / "training" / "distil.py")
-    distil = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(distil)
+    distil = load_script("distil")
     assert distil.blended("yes", 0.2, 0.5) == pytest.approx(0.6)
     assert distil.blended("no", 0.8, 0.25) == pytest.approx(0.2)
     assert distil.blended("yes", None, 0.5) == 1.0  # no answer from the teacher: the label
@@ -1761,9 +1759,7 @@ def test_soft_targets_blend_each_label_with_the_teachers_p_and_find_their_rows_b
 
 
 def test_centred_teacher_p_moves_the_teachers_own_threshold_to_one_half_keeping_order():
-    spec = importlib.util.spec_from_file_location("distil", ROOT / "training" / "distil.py")
-    distil = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(distil)
+    distil = load_script("distil")
     taught = [
         {"label": True, "teacher": 0.9},
         {"label": True, "teacher": 0.8},

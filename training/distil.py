@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import sys
 from pathlib import Path
@@ -81,20 +80,18 @@ def centred(taught: list[dict]) -> list[dict]:
     teacher's own threshold (the one that best fits these rows' labels in balanced
     accuracy) falls at 0.5: P' = sigmoid(logit(P) - logit(threshold)). Rows without an
     answer are kept as they are."""
+    from prior import logit, sigmoid
+
     from localjudge.quality.calibration import choose_threshold
 
     answered = [row for row in taught if row["teacher"] is not None]
     cut = choose_threshold([bool(r["label"]) for r in answered], [r["teacher"] for r in answered])
     if not 0 < cut < 1:
         raise SystemExit(f"distil: the teacher's threshold {cut} cannot be centred")
-    shift = math.log(cut / (1 - cut))
-
-    def moved(p: float) -> float:
-        p = min(max(p, 1e-9), 1 - 1e-9)
-        return 1 / (1 + math.exp(shift - math.log(p / (1 - p))))
-
     return [
-        row if row["teacher"] is None else {**row, "teacher": moved(row["teacher"])}
+        row
+        if row["teacher"] is None
+        else {**row, "teacher": sigmoid(logit(row["teacher"]) - logit(cut))}
         for row in taught
     ]
 
