@@ -172,3 +172,36 @@ def test_a_soft_target_is_fitted_and_a_hard_one_trains_as_a_label(monkeypatch):
         train.soft_nll(torch.log_softmax(logits, -1), torch.tensor([0.7])).backward()
         optimiser.step()
     assert torch.softmax(logits, -1)[0, 0].item() == pytest.approx(0.7, abs=1e-3)
+
+
+def test_a_one_task_run_trains_and_checks_that_tasks_examples_only(tmp_path, monkeypatch):
+    train = load_train(monkeypatch)
+    data = tmp_path / "data"
+    write_data(data)  # 48 training rows and 8 held-out ones, the tasks alternating
+    labelled = []
+    label_index = train.label_index
+
+    def record(example):
+        labelled.append(example["task"])
+        return label_index(example)
+
+    monkeypatch.setattr(train, "label_index", record)
+    out = tmp_path / "out"
+    assert train.main(argv(data, out, "--task", "hallucination", "--eval-limit", "6")) == 0
+    summary = json.loads((out / "training_summary.json").read_text())
+    assert summary["task"] == "hallucination" and summary["examples"] == 24
+    assert summary["steps"] == 12  # 24 examples in batches of 4, two epochs
+    assert set(labelled) == {"hallucination"}
+    # the first 6 held-out rows, then that task's 3 among them
+    assert summary["heldout_after"].keys() == {"hallucination"}
+    assert summary["heldout_after"]["hallucination"]["rows"] == 3
+
+    only_toxicity = tmp_path / "toxicity"
+    only_toxicity.mkdir()
+    rows = (data / "train.tokens.jsonl").read_text().splitlines()
+    (only_toxicity / "train.tokens.jsonl").write_text(
+        "".join(line + "\n" for line in rows if '"toxicity"' in line)
+    )
+    (only_toxicity / "heldout.tokens.jsonl").write_text("")
+    monkeypatch.setattr(train, "load_base", unloadable)
+    assert train.main(argv(only_toxicity, tmp_path / "none", "--task", "hallucination")) == 2

@@ -333,3 +333,22 @@ def test_leaks_says_so_when_ethos_csv_is_not_under_sources(tmp_path, capsys):
     args = ["--train", str(train), "--judged", str(tmp_path), "--sources", str(tmp_path)]
     assert leaks.main(args) == 2  # never a check made without ETHOS
     assert "leaks: missing source file" in capsys.readouterr().err
+
+
+def test_a_one_task_reading_judges_that_tasks_sets_only(evaluate, tmp_path):
+    toxic = {"text": "you are a useless bot", "label": True, "group": "convabuse/test/abusive"}
+    claim = {"context": ["The cello player sat down."], "claim": "A cellist sat.", "label": False}
+    (tmp_path / "heldout_toxicity.jsonl").write_text(json.dumps(toxic) + "\n")
+    (tmp_path / "held-out-sources_hallucination.jsonl").write_text(json.dumps(claim) + "\n")
+    (tmp_path / "heldout_hallucination.jsonl").write_text(json.dumps(claim) + "\n")
+    every = [(task, name) for task, name, _ in evaluate.sets(tmp_path)]
+    assert every == [
+        ("toxicity", "held-out"),
+        ("toxicity", "dev set"),
+        ("hallucination", "held-out sources"),
+        ("hallucination", "held-out"),
+        ("hallucination", "dev set"),
+    ]
+    one = evaluate.sets(tmp_path, False, ("hallucination",))
+    assert [(task, name) for task, name, _ in one] == every[2:4]
+    assert [len(rows) for _, _, rows in one] == [1, 1]

@@ -39,12 +39,14 @@ def windows_option(value: str) -> int | str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def sets(data: Path, dev: bool = True) -> list[tuple[str, str, list]]:
-    """(task, set name, rows): whole sources held out from training (when the data was
-    made with --hold-out), our held-out split of the trained sources, the built-in dev
-    sets."""
+def sets(
+    data: Path, dev: bool = True, tasks: tuple[str, ...] = TASKS
+) -> list[tuple[str, str, list]]:
+    """(task, set name, rows) of each of `tasks`: whole sources held out from training (when
+    the data was made with --hold-out), our held-out split of the trained sources, the
+    built-in dev sets."""
     out = []
-    for task in TASKS:
+    for task in tasks:
         for name, file in (("held-out sources", "held-out-sources"), ("held-out", "heldout")):
             path = data / f"{file}_{task}.jsonl"
             if not path.is_file() or not path.stat().st_size:
@@ -76,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-base", action="store_true", help="measure the tuned judge only")
     parser.add_argument("--no-dev", action="store_true", help="leave out the built-in dev sets")
     parser.add_argument(
+        "--task",
+        choices=TASKS,
+        default=None,
+        help="judge this task's sets only (an adapter trained for one task: train.py --task)",
+    )
+    parser.add_argument(
         "--statements",
         action="store_true",
         help="judge each text statement by statement, as the scorers judge an output "
@@ -106,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.adapter is None and args.adapter_scale is not None:
         parser.error("--adapter-scale goes with --adapter")
     scale = 1.0 if args.adapter_scale is None else args.adapter_scale
+    tasks = TASKS if args.task is None else (args.task,)
 
     results: dict = {
         "model": args.model,
@@ -114,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "window_tokens": args.window_tokens,
         "windows": args.windows,
         "gather": args.gather,
+        "tasks": list(tasks),
         "sets": [],
     }
     ways = (("base", None), ("tuned", args.adapter))[1 if args.no_base else 0 :]
@@ -121,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         with Judge.load(args.model, adapter=adapter, adapter_scale=scale) as judge:
             judge.window_tokens = args.window_tokens  # long contexts judged in evidence windows
-            for task, name, rows in sets(args.data, dev=not args.no_dev):
+            for task, name, rows in sets(args.data, not args.no_dev, tasks):
                 report = measure(
                     judge, rows, task, source=name, reasons=False, statements=args.statements,
                     windows=args.windows, gather=args.gather,

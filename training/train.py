@@ -51,9 +51,11 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def load_examples(path: Path, limit: int | None) -> list[dict]:
+def load_examples(path: Path, limit: int | None, task: str | None = None) -> list[dict]:
+    """The file's first `limit` examples (all without one), then those of `task` among them."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return rows[:limit] if limit else rows
+    rows = rows[:limit] if limit else rows
+    return [e for e in rows if task is None or e["task"] == task]
 
 
 def shared_prefix(examples: list[dict]) -> int:
@@ -202,6 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--limit", type=int, default=None, help="use the first N examples")
+    parser.add_argument(
+        "--task",
+        choices=("hallucination", "toxicity"),
+        default=None,
+        help="train on this task's examples only (an adapter of its own for one task); "
+        "the held-out check reads the same first --eval-limit rows, that task's among them",
+    )
     parser.add_argument("--eval-limit", type=int, default=200)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seed", type=int, default=20261130)
@@ -223,14 +232,17 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
 
-    train = load_examples(args.data / "train.tokens.jsonl", args.limit)
-    held = load_examples(args.data / "heldout.tokens.jsonl", args.eval_limit)
+    train = load_examples(args.data / "train.tokens.jsonl", args.limit, args.task)
+    held = load_examples(args.data / "heldout.tokens.jsonl", args.eval_limit, args.task)
+    if not train:
+        print(f"train: no {args.task} examples in {args.data}", file=sys.stderr)
+        return 2
     tasks = sorted({e["task"] for e in train})
     prefixes = {t: shared_prefix([e for e in train + held if e["task"] == t]) for t in tasks}
     recipe = {
         "train_sha256": sha256(args.data / "train.tokens.jsonl"),
         **{k: getattr(args, k) for k in ("gguf", "rank", "alpha", "dropout", "lr", "batch")},
-        **{k: getattr(args, k) for k in ("epochs", "limit", "eval_limit", "seed")},
+        **{k: getattr(args, k) for k in ("epochs", "limit", "eval_limit", "seed", "task")},
     }
     saved = args.out / "checkpoint.pt"
     if saved.exists() and not args.resume:
@@ -400,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         "alpha": args.alpha,
         "lr": args.lr,
         "seed": args.seed,
+        "task": args.task,
         "train_seconds": round(elapsed),
         "examples_per_s": round(steps * args.batch / elapsed, 3),
         "prompt_tokens_per_s": round(tokens / elapsed, 1),
