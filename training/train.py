@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     train = load_examples(args.data / "train.tokens.jsonl", args.limit, args.task)
     held = load_examples(args.data / "heldout.tokens.jsonl", args.eval_limit, args.task)
     if not train:
-        print(f"train: no {args.task} examples in {args.data}", file=sys.stderr)
+        which = f"{args.task} examples" if args.task else "examples"
+        print(f"train: no {which} in {args.data / 'train.tokens.jsonl'}", file=sys.stderr)
         return 2
     tasks = sorted({e["task"] for e in train})
     prefixes = {t: shared_prefix([e for e in train + held if e["task"] == t]) for t in tasks}
