@@ -88,10 +88,11 @@ def centred(taught: list[dict]) -> list[dict]:
     cut = choose_threshold([bool(r["label"]) for r in answered], [r["teacher"] for r in answered])
     if not 0 < cut < 1:
         raise SystemExit(f"distil: the teacher's threshold {cut} cannot be centred")
+    shift = logit(cut)
     return [
         row
         if row["teacher"] is None
-        else {**row, "teacher": sigmoid(logit(row["teacher"]) - logit(cut))}
+        else {**row, "teacher": sigmoid(logit(row["teacher"]) - shift)}
         for row in taught
     ]
 
