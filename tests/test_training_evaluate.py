@@ -352,3 +352,35 @@ def test_a_one_task_reading_judges_that_tasks_sets_only(evaluate, tmp_path):
     one = evaluate.sets(tmp_path, False, ("hallucination",))
     assert [(task, name) for task, name, _ in one] == every[2:4]
     assert [len(rows) for _, _, rows in one] == [1, 1]
+
+
+def test_the_shipped_adapter_unpacks_to_a_gguf_lora_that_packs_back_the_same(tmp_path):
+    """`ship.py --unpack` writes the committed `.npz` back as a GGUF LoRA adapter (for
+    `evaluate.py --adapter`): the same tensor names, dtypes, shapes, values and alpha, so that
+    packing it again gives the committed arrays."""
+    import numpy as np
+
+    from localjudge.merge import lora_tensors
+
+    ship = load("ship")
+    rng = np.random.default_rng(0)
+    arrays = {
+        "blk.0.attn_q.weight.lora_a": rng.standard_normal((4, 8)).astype(np.float16),
+        "blk.0.attn_q.weight.lora_b": rng.standard_normal((6, 4)).astype(np.float16),
+    }
+    npz = tmp_path / "adapter.npz"
+    np.savez(npz, alpha=np.array(8.0), **arrays)
+    gguf_file = tmp_path / "adapter.gguf"
+    ship.write_gguf(npz, gguf_file, "gemma3")
+    alpha, tensors = lora_tensors(gguf_file)
+    assert alpha == 8.0
+    assert [name for name, _ in tensors] == list(arrays)
+    for name, data in tensors:
+        back = np.asarray(data)
+        assert back.dtype == np.float16 and back.shape == arrays[name].shape
+        assert np.array_equal(back, arrays[name])
+    again = tmp_path / "again.npz"
+    ship.write_npz(gguf_file, again)
+    with np.load(again) as packed:
+        assert float(packed["alpha"]) == 8.0
+        assert all(np.array_equal(packed[name], arrays[name]) for name in arrays)

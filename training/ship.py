@@ -4,6 +4,9 @@ the merged judge GGUF, merged here exactly as `make install` merges it on a user
 
     .venv/bin/python training/ship.py --adapter training/out/all/judge-lora.gguf
 
+`--unpack OUT` goes the other way: the shipped tensors written back as a GGUF LoRA adapter,
+for `evaluate.py --adapter` to judge the shipped adapter at run time beside another one.
+
 Runs in localjudge's own virtual environment. It changes models/ only; the notes of the
 registry entry and training/RESULTS.md are written by hand, from the measurements. The
 entry's shipped thresholds (`recommended.thresholds`) are removed: they were fitted on the
@@ -35,6 +38,26 @@ def write_npz(adapter: Path, out: Path) -> None:
         np.savez(f, **arrays)
 
 
+def write_gguf(npz: Path, out: Path, architecture: str) -> None:
+    """`write_npz` undone: the committed tensors, as they are, and alpha in a GGUF LoRA adapter
+    of the base model's architecture, which llama.cpp loads."""
+    import gguf
+
+    from localjudge.merge import lora_tensors
+
+    alpha, tensors = lora_tensors(npz)
+    writer = gguf.GGUFWriter(out, architecture)
+    writer.add_type("adapter")
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", alpha)
+    for name, data in tensors:
+        writer.add_tensor(name, np.asarray(data))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def forget_thresholds(entry: dict) -> dict:
     """Remove the entry's shipped thresholds (fitted on another adapter); return them."""
     return entry.get("recommended", {}).pop("thresholds", None) or {}
@@ -42,7 +65,9 @@ def forget_thresholds(entry: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--adapter", type=Path, required=True, help="GGUF LoRA from export.py")
+    way = parser.add_mutually_exclusive_group(required=True)
+    way.add_argument("--adapter", type=Path, help="GGUF LoRA from export.py")
+    way.add_argument("--unpack", type=Path, metavar="OUT", help="write the shipped one to OUT")
     parser.add_argument("--entry", default="gemma-3-270m-judge")
     parser.add_argument("--models", type=Path, default=MODELS, help="the registry's folder")
     args = parser.parse_args(argv)
@@ -58,8 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     merge = entry["source"]["merge"]
     npz = args.models / merge["adapter"]
-    write_npz(args.adapter, npz)
     base = resolve(merge["base"]).path
+    if args.unpack:
+        import gguf
+
+        architecture = gguf.GGUFReader(base).fields["general.architecture"].contents()
+        write_gguf(npz, args.unpack, architecture)
+        print(f"{args.unpack}: {npz.name}'s tensors as a GGUF LoRA adapter ({architecture})")
+        return 0
+    write_npz(args.adapter, npz)
     with tempfile.TemporaryDirectory() as tmp:
         merged = Path(tmp) / entry["file"]
         merge_lora(base, npz, merged)
