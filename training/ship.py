@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     npz = args.models / merge["adapter"]
     base = resolve(merge["base"]).path
     if args.unpack:
-        import gguf
+        from localjudge.engine.gguf import read_gguf_header
 
-        architecture = gguf.GGUFReader(base).fields["general.architecture"].contents()
+        architecture = read_gguf_header(base).architecture
         write_gguf(npz, args.unpack, architecture)
         print(f"{args.unpack}: {npz.name}'s tensors as a GGUF LoRA adapter ({architecture})")
         return 0
