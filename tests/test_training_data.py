@@ -721,6 +721,9 @@ def test_dialogue_replies_are_labelled_by_the_file_they_are_in_and_never_trained
     assert make_data.held_out_sources("begin,q2") == ["begin", "q2"]
     with pytest.raises(SystemExit):  # Wizard of Wikipedia's conversations, as BEGIN's are
         make_data.main(["--sources", str(tmp_path), "--hold-out", "begin", "--add", "q2"])
+    for refused in (["--hold-out", "summedits"], ["--add", "summedits-all,summedits-sales"]):
+        with pytest.raises(SystemExit):  # every SummEdits domain is trained on
+            make_data.main(["--sources", str(tmp_path), "--add", "summedits-all", *refused])
 
 
 def test_brush_offs_carry_the_same_facts_as_the_civil_replies_beside_them(make_data):
@@ -928,6 +931,13 @@ def test_summary_sentences_are_trained_against_the_window_bm25_picks(make_data, 
         (consistent + "sales_email", "no", "The basic plan costs 90 dollars a month.", (windows[1],)),
         (edited + "sales_email", "yes", "The premium plan costs 90 dollars a month.", (windows[1],)),
     ]  # fmt: skip
+    # `--add summedits-all` keeps a supported sentence down to half its words in its window
+    looser = make_data.summedits_sentences({"sales_email": path}, tokens, least=0.5)
+    reworded = [e for e in looser if e not in examples]
+    assert [(e.label, e.text) for e in reworded] == [
+        ("no", "Acme offers a discount and free repairs for farms that reply.")
+    ]
+    assert make_data.SUMMEDITS_ALL_LEAST == 0.5
     # a label other than people's 0 or 1 is refused, as by the held-out reader
     path.write_text(json.dumps([*records, edit(seed, "2")]))
     with pytest.raises(make_data.SourceError, match="has label '2'"):

@@ -68,7 +68,8 @@ for _entry in DSTC9_ENTRIES:
 # SummEdits: summaries of documents from eight domains (the repository's billsum and shakespeare
 # files are over the snapshot size limit), each one of many edits of a seed summary that
 # people labelled consistent or not with its document. Measured whole (`--hold-out
-# summedits`); only the two sales domains are ever trained on (`--add summedits-sales`).
+# summedits`), or trained on: the two sales domains (`--add summedits-sales`) or all eight
+# (`--add summedits-all`), never while SummEdits is held out.
 SUMMEDITS = "salesforce+factualNLG"
 SUMMEDITS_DOMAINS = (
     "ectsum", "news", "podcast", "qmsumm", "sales_call", "sales_email", "samsum", "scitldr",
@@ -557,15 +558,19 @@ def bump(paths: dict[str, Path]) -> list[Example]:
 
 
 SUMMEDITS_TRAINED = ("sales_call", "sales_email")  # documents the authors' models wrote
+# `--add summedits-all`: a consistent summary's sentence is kept as "no" when its window holds
+# half its words, so that sentences which reword their document are among them
+SUMMEDITS_ALL_LEAST = 0.5
 
 
-def summedits_sentences(paths: dict[str, Path], count_tokens) -> list[Example]:
-    """Training rows in the scorers' shape from SummEdits' summaries of sales calls and
-    emails (`--add summedits-sales`): each sentence of a summary against the 96-token window
-    of its document that BM25 ranks first for it, as the scorer picks. The consistent
-    summaries are paraphrases of a seed summary, so their sentences are supported claims
-    that do not copy the document: "no" when the window holds at least 60% of the sentence's
-    words (else it may rest on other windows, and is left out). An inconsistent summary
+def summedits_sentences(paths: dict[str, Path], count_tokens, least: float = 0.6) -> list[Example]:
+    """Training rows in the scorers' shape from SummEdits' summaries (`--add
+    summedits-sales`: of sales calls and emails; `--add summedits-all`: of all eight
+    domains): each sentence of a summary against the 96-token window of its document that
+    BM25 ranks first for it, as the scorer picks. The consistent summaries are paraphrases of
+    a seed summary, so their sentences are supported claims that do not copy the document:
+    "no" when the window holds at least `least` of the sentence's words (else it may rest on
+    other windows, and is left out). An inconsistent summary
     whose edit changed one sentence of its seed gives that sentence, "yes" against its
     window: a small change (a name, a number, a negation, an added fact) to a sentence
     otherwise supported. A sentence labelled both ways is left out."""
@@ -592,7 +597,7 @@ def summedits_sentences(paths: dict[str, Path], count_tokens) -> list[Example]:
                 picked = [(edited[0], "yes")] if len(edited) == 1 else []
             for sentence, label in picked:
                 best = windows[candidate_windows(windows, [sentence], 1, bm25)[0][0][0]]
-                if label == "no" and (word_share(sentence, [best.text]) or 0) < 0.6:
+                if label == "no" and (word_share(sentence, [best.text]) or 0) < least:
                     continue
                 found.setdefault(sentence, set()).add((label, best.text, domain))
     out = []
@@ -1547,6 +1552,9 @@ ADDED = {
     "summedits-sales": {
         "hallucination": {"summedits/sentence-consistent": 60, "summedits/sentence-edited": 60}
     },
+    "summedits-all": {
+        "hallucination": {"summedits/sentence-consistent": 100, "summedits/sentence-edited": 100}
+    },
     "convabuse": {"toxicity": {"convabuse/train/abusive": 60, "convabuse/train/not-abusive": 60}},
     "brush-offs": {"toxicity": {"brush-off/dismissive": 100, "brush-off/civil": 100}},
     "q2": {"hallucination": {"q2/consistent": 60, "q2/inconsistent": 60}},
@@ -1763,6 +1771,9 @@ def collect(
     if "summedits-sales" in added:  # under summedits/: left out when SummEdits is held out
         trained = {d: path(f"summedits_{d}") for d in SUMMEDITS_TRAINED}
         more += summedits_sentences(trained, count_tokens)
+    if "summedits-all" in added:  # every domain, supported sentences down to half their words
+        trained = {d: path(f"summedits_{d}") for d in SUMMEDITS_DOMAINS}
+        more += summedits_sentences(trained, count_tokens, least=SUMMEDITS_ALL_LEAST)
     return {
         "toxicity": davidson(path("davidson"))
         + toxigen(sources, hashes)
@@ -1941,6 +1952,8 @@ def added_sources(value: str) -> list[str]:
         raise argparse.ArgumentTypeError("additions and additions-split are one or the other")
     if {"hatemoji", "hatemoji-pairs"} <= set(names):  # one source's rows, drawn two ways
         raise argparse.ArgumentTypeError("hatemoji and hatemoji-pairs are one or the other")
+    if {"summedits-sales", "summedits-all"} <= set(names):  # the sales rows are among all's
+        raise argparse.ArgumentTypeError("summedits-sales and summedits-all are one or the other")
     return names
 
 
@@ -2041,6 +2054,10 @@ def main(argv: list[str] | None = None) -> int:
         help="for --add restated: the sentences training/paraphrase.py wrote",
     )
     args = parser.parse_args(argv)
+    if "summedits-all" in args.add and "summedits" in args.hold_out:
+        parser.error(
+            "--add summedits-all trains on every SummEdits domain: not with --hold-out summedits"
+        )
     if "q2" in args.add and "begin" in args.hold_out:
         parser.error(
             "--add q2 with --hold-out begin: Q²'s replies are in Wizard of Wikipedia's "
