@@ -570,10 +570,10 @@ def summedits_sentences(paths: dict[str, Path], count_tokens, least: float = 0.6
     BM25 ranks first for it, as the scorer picks. The consistent summaries are paraphrases of
     a seed summary, so their sentences are supported claims that do not copy the document:
     "no" when the window holds at least `least` of the sentence's words (else it may rest on
-    other windows, and is left out). An inconsistent summary
-    whose edit changed one sentence of its seed gives that sentence, "yes" against its
-    window: a small change (a name, a number, a negation, an added fact) to a sentence
-    otherwise supported. A sentence labelled both ways is left out."""
+    other windows, and is left out). An inconsistent summary whose edit changed one
+    sentence of its seed gives that sentence, "yes" against its window: a small change (a
+    name, a number, a negation, an added fact) to a sentence otherwise supported. A sentence
+    labelled both ways is left out."""
     from localjudge.scorers.baselines import word_share
     from localjudge.scorers.evidence import BM25, candidate_windows, split_windows
     from localjudge.scorers.text import split_statements
