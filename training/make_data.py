@@ -1943,17 +1943,22 @@ def held_out_sources(value: str) -> list[str]:
     return names
 
 
+# `--add` names that draw the same rows two ways: never both
+ONE_OR_THE_OTHER = (
+    ("additions", "additions-split"),  # one shape of the same rows
+    ("hatemoji", "hatemoji-pairs"),  # one source's rows, drawn two ways
+    ("summedits-sales", "summedits-all"),  # the sales rows are among all's
+)
+
+
 def added_sources(value: str) -> list[str]:
     names = [n for n in value.split(",") if n]
     for name in names:
         if name not in ADDED:
             raise argparse.ArgumentTypeError(f"unknown source {name!r}: one of {', '.join(ADDED)}")
-    if {"additions", "additions-split"} <= set(names):  # one shape of the same rows
-        raise argparse.ArgumentTypeError("additions and additions-split are one or the other")
-    if {"hatemoji", "hatemoji-pairs"} <= set(names):  # one source's rows, drawn two ways
-        raise argparse.ArgumentTypeError("hatemoji and hatemoji-pairs are one or the other")
-    if {"summedits-sales", "summedits-all"} <= set(names):  # the sales rows are among all's
-        raise argparse.ArgumentTypeError("summedits-sales and summedits-all are one or the other")
+    for first, second in ONE_OR_THE_OTHER:
+        if {first, second} <= set(names):
+            raise argparse.ArgumentTypeError(f"{first} and {second} are one or the other")
     return names
 
 
