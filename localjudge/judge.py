@@ -32,6 +32,7 @@ from localjudge.grammar import (
 from localjudge.grammar.compiled import prune_disk_cache
 from localjudge.model_registry import (
     ResolvedModel,
+    added_adapter_weights,
     check_checksum,
     resolve,
     stale_calibrations,
@@ -142,6 +143,7 @@ class Judge:
         prompt_cache_mib: float | None = None,
         keep_prompts: int | None = None,
         window_tokens: int | None = None,
+        added_weights: dict[str, str] | None = None,
     ) -> None:
         keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
         prefill_bytes = engine.prefill_bytes
@@ -160,6 +162,8 @@ class Judge:
         # the context size it judges best, in tokens: longer contexts are cut into evidence
         # windows of this size (None: as large as its context allows)
         self.window_tokens = window_tokens
+        # an adapter added at load (`load(adapter=...)`): its sha256 and scale
+        self.added_weights = dict(added_weights or {})
         self.chat_template = engine.chat_template
         self.parse_special = self.chat_template is not None
         self._grammars: dict[str, CompiledGrammar] = {}  # named schemas, kept
@@ -245,12 +249,14 @@ class Judge:
         keep_prompts = check_slots(slots, max_prefixes, keep_prompts)
         adapters = resolved.adapters
         name = resolved.name
+        added = None
         if adapter is not None:
             adapter = Path(adapter).expanduser()
             if not adapter.is_file():
                 raise ModelError(f"adapter file not found: {adapter}")
             adapters += ((adapter, float(adapter_scale)),)
             name = f"{name}+{adapter.stem}"  # another judge: its own calibrations
+            added = added_adapter_weights(adapter, float(adapter_scale))  # what was loaded
         if prefill_cells < 0:
             raise ValueError(f"prefill_cells must be 0 or more, not {prefill_cells!r}")
         from localjudge.engine import EngineConfig, open_engine  # llama_cpp, on first use
@@ -281,6 +287,7 @@ class Judge:
             prompt_cache_mib=prompt_cache_mib,
             keep_prompts=keep_prompts,
             window_tokens=recommended.get("window_tokens"),
+            added_weights=added,
         )
 
     @property
@@ -293,11 +300,16 @@ class Judge:
 
     @property
     def weights(self) -> dict[str, str]:
-        """The sha256 of this judge's model file and adapter, as its own registry entry
-        records them ({} for a judge without one, or a base model's entry under an adapter
-        of the caller's): what a stored calibration was fitted on."""
+        """What a stored calibration of this judge was fitted on: the sha256 of its model
+        file and adapter as its own registry entry records them, and with an adapter added
+        at load, the base's as its entry records them and that adapter's own sha256 and
+        scale ({} for a judge with neither)."""
         entry = getattr(self.model, "entry", None)
-        return weights_of(entry) if entry is not None and entry.name == self.name else {}
+        if entry is not None and entry.name == self.name:
+            return weights_of(entry)
+        if self.added_weights:
+            return {**weights_of(entry), **self.added_weights}
+        return {}
 
     def tokenize(self, text: str) -> list[int]:
         return self.engine.tokenize(text, add_special=True, parse_special=self.parse_special)
@@ -363,9 +375,10 @@ class Judge:
         cached = self._thresholds.get(prompt_version, False)
         if cached is False:
             entry = getattr(self.model, "entry", None)
-            cached = threshold_in_use(self.name, entry, prompt_version)
+            weights = self.weights
+            cached = threshold_in_use(self.name, entry, prompt_version, weights)
             self._thresholds[prompt_version] = cached
-            if prompt_version in stale_calibrations(self.name, entry):
+            if prompt_version in stale_calibrations(self.name, entry, weights):
                 warnings.warn(
                     f"{self.name}: the threshold `localjudge calibrate` stored for "
                     f"{prompt_version} was fitted on other weights (the model or its adapter "

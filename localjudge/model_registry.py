@@ -490,6 +490,8 @@ def add_model(
 
 # -- calibrations: a P(yes) threshold per model and prompt version ---------------------------
 
+ADDED_ADAPTER = "added_adapter_sha256"  # in a judge's weights: an adapter added at load
+
 
 def save_calibration(model: str, prompt_version: str, record: dict) -> None:
     """Store a verdict threshold (`record["threshold"]` plus where it came from) for a model
@@ -525,18 +527,22 @@ def _usable(record) -> dict | None:
 
 
 def threshold_in_use(
-    model: str, entry: ModelEntry | None, prompt_version: str
+    model: str,
+    entry: ModelEntry | None,
+    prompt_version: str,
+    weights: dict[str, str] | None = None,
 ) -> tuple[float, str] | None:
     """The P(yes) threshold that decides `model`'s verdicts for a prompt version, and where
     it came from: the user's calibration (its `source`, default "calibrate") unless it was
-    fitted on other weights (`calibration_is_stale`), else the one the model's registry
-    entry ships ("registry"; only when `entry` is that model's own, not another adapter's);
-    None: the judge's own verdict stands."""
+    fitted on other weights than `weights` (the judge's own; None: what its entry names,
+    `weights_now`), else the one the model's registry entry ships ("registry"; only when
+    `entry` is that model's own, not another adapter's); None: the judge's own verdict
+    stands."""
     record = load_calibration(model, prompt_version)
-    own = entry is not None and entry.name == model
-    if record is not None and not (own and calibration_is_stale(record, entry)):
+    now = weights_now(model, entry, weights)
+    if record is not None and not calibration_is_stale(record, entry, now):
         return float(record["threshold"]), str(record.get("source", "calibrate"))
-    if not own:
+    if entry is None or entry.name != model:
         return None
     value = shipped_threshold(entry, prompt_version)
     return None if value is None else (value, "registry")
@@ -551,24 +557,51 @@ def weights_of(entry: ModelEntry | None) -> dict[str, str]:
     return {key: value for key, value in known if value}
 
 
-def calibration_is_stale(record: dict, entry: ModelEntry | None) -> bool:
-    """Whether a stored calibration was fitted on other weights than the entry names now, so
-    that its threshold would decide verdicts of a judge it never measured: the weights it
-    records differ, or it records none and the entry is a built-in judge merged from our
-    adapter (calibrations stored before weights were recorded were fitted on an adapter that
-    has been replaced since)."""
-    now = weights_of(entry)
+def added_adapter_weights(path: Path, scale: float) -> dict[str, str]:
+    """What names an adapter added to a judge at load (`Judge.load(adapter=...)`): its file's
+    sha256 and the scale it is applied at. The judge is named after the file, and a
+    retrained adapter keeps its path, so only these tell the two apart."""
+    return {ADDED_ADAPTER: sha256_file(path), "added_adapter_scale": f"{scale:g}"}
+
+
+def weights_now(
+    model: str, entry: ModelEntry | None, weights: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The weights `model` runs on, as far as they are known: `weights` when the judge gives
+    them (`Judge.weights`), else what its own registry entry names ({} for another model's
+    entry, or none)."""
+    if weights is not None:
+        return weights
+    return weights_of(entry) if entry is not None and entry.name == model else {}
+
+
+def calibration_is_stale(
+    record: dict, entry: ModelEntry | None, now: dict[str, str] | None = None
+) -> bool:
+    """Whether a stored calibration was fitted on other weights than the judge's now (`now`;
+    None: what `entry` names), so that its threshold would decide verdicts of a judge it
+    never measured: the weights it records differ, or it records none and they may have
+    changed unseen since. That is so for a built-in judge merged from our adapter
+    (calibrations stored before weights were recorded were fitted on an adapter that has
+    been replaced since) and for an adapter added at load (before 2026-12-08 its weights
+    were not recorded, and a retrained file keeps its name)."""
+    now = weights_of(entry) if now is None else now
     if not now:
         return False
     then = record.get("weights")
     if not isinstance(then, dict):
-        return entry.origin == "builtin" and "merge" in entry.source
+        merged = entry is not None and entry.origin == "builtin" and "merge" in entry.source
+        return ADDED_ADAPTER in now or merged
     return any(then[key] != value for key, value in now.items() if key in then)
 
 
-def stale_calibrations(model: str, entry: ModelEntry | None) -> list[str]:
-    """The prompt versions whose stored calibration of `model` is stale (and so not used)."""
-    if entry is None or entry.name != model:
+def stale_calibrations(
+    model: str, entry: ModelEntry | None, weights: dict[str, str] | None = None
+) -> list[str]:
+    """The prompt versions whose stored calibration of `model` is stale (and so not used);
+    `weights` as in `threshold_in_use`."""
+    now = weights_now(model, entry, weights)
+    if not now:
         return []
     try:
         calibrated = (_user_registry_data().get("calibrations") or {}).get(model, {})
@@ -577,7 +610,7 @@ def stale_calibrations(model: str, entry: ModelEntry | None) -> list[str]:
     return sorted(
         version
         for version, stored in calibrated.items()
-        if (record := _usable(stored)) is not None and calibration_is_stale(record, entry)
+        if (record := _usable(stored)) is not None and calibration_is_stale(record, entry, now)
     )
 
 

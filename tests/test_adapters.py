@@ -60,6 +60,32 @@ def test_models_add_with_an_adapter_loads_it_and_checks_its_sha256(tiny, tmp_hom
         Judge.load("tiny", slots=1, max_prefixes=1, n_ctx=128, n_batch=32)
 
 
+def test_an_adapter_added_at_load_keeps_its_calibration_only_while_its_file_is_the_same(
+    tiny, tmp_home, tmp_path
+):
+    from localjudge.judge import Judge
+    from localjudge.model_registry import ADDED_ADAPTER, save_calibration, sha256_file
+    from localjudge.prompts import TOXICITY_PROMPT_VERSION as VERSION
+
+    model, _ = tiny
+    mine = write_tiny_lora(tmp_path / "mine.gguf")
+    sizes = {"slots": 1, "max_prefixes": 1, "n_ctx": 128, "n_batch": 32}
+    with Judge.load(model, adapter=mine, **sizes) as judge:
+        assert judge.name == "tiny.gguf+mine"
+        assert judge.weights == {ADDED_ADAPTER: sha256_file(mine), "added_adapter_scale": "1"}
+        record = {"threshold": 0.7, "source": "mine", "weights": judge.weights}
+        save_calibration(judge.name, VERSION, record)
+        assert judge.verdict_threshold(VERSION) == (0.7, "mine")
+    halved = Judge.load(model, adapter=mine, adapter_scale=0.5, **sizes)
+    with halved, pytest.warns(UserWarning, match="fitted on other weights"):
+        assert halved.verdict_threshold(VERSION) is None
+    write_tiny_lora(mine, seed=2)  # retrained at the same path
+    with Judge.load(model, adapter=mine, **sizes) as judge:
+        assert judge.name == "tiny.gguf+mine"
+        with pytest.warns(UserWarning, match="fitted on other weights"):
+            assert judge.verdict_threshold(VERSION) is None
+
+
 def test_an_adapter_llama_cpp_cannot_use_is_a_clear_error(tiny, tmp_path):
     model, _ = tiny
     not_lora = write_gguf(tmp_path / "header-only.gguf")

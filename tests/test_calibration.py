@@ -171,6 +171,52 @@ def test_a_calibration_fitted_on_other_weights_is_not_used(tmp_home, tmp_path):
     assert threshold_in_use("fake-judge", bare, TOXICITY_PROMPT_VERSION) == (0.9, "mine")
 
 
+def test_a_calibration_of_an_adapter_added_at_load_holds_for_those_weights_only(tmp_home):
+    """A judge with an adapter added at load is named after the adapter's file, and a
+    retrained adapter keeps its path: a stored calibration records the adapter's sha256 and
+    scale beside the base's, and is not used for another file or scale, nor when it records
+    no weights at all (stored before they were recorded); the base's shipped threshold is
+    not the adapter's either."""
+    from localjudge.model_registry import (
+        ADDED_ADAPTER,
+        ModelEntry,
+        stale_calibrations,
+        threshold_in_use,
+    )
+    from localjudge.quality.calibration import calibrate_rows
+    from localjudge.quality.labelled import Row
+
+    version, name = TOXICITY_PROMPT_VERSION, "fake-judge+lora"
+    base = ModelEntry(
+        name="fake-judge", sha256="b" * 64, recommended={"thresholds": {version: 0.3}}
+    )
+    fitted = {"sha256": "b" * 64, ADDED_ADAPTER: "c" * 64, "added_adapter_scale": "1"}
+    save_calibration(name, version, {"threshold": 0.9, "source": "mine", "weights": fitted})
+    assert threshold_in_use(name, base, version, dict(fitted)) == (0.9, "mine")
+    assert stale_calibrations(name, base, dict(fitted)) == []
+    retrained = {**fitted, ADDED_ADAPTER: "d" * 64}
+    assert threshold_in_use(name, base, version, retrained) is None
+    assert stale_calibrations(name, base, retrained) == [version]
+    assert threshold_in_use(name, base, version, {**fitted, "added_adapter_scale": "0.5"}) is None
+    save_calibration(name, version, {"threshold": 0.9, "source": "mine"})  # no weights
+    assert threshold_in_use(name, base, version, fitted) is None
+    assert stale_calibrations(name, base, fitted) == [version]
+    # the judge: its weights are what calibrate records, and what decides staleness
+    with FakeJudge() as judge:
+        judge.name, judge.added_weights = name, {ADDED_ADAPTER: "d" * 64}
+        assert judge.weights == {ADDED_ADAPTER: "d" * 64}  # no registry entry for the base
+        with pytest.warns(UserWarning, match="fitted on other weights"):
+            assert judge.verdict_threshold(version) is None
+        rows = [
+            Row(number=i + 1, label=i % 2 == 1, text=f"You are an idiot {i}." if i % 2 else "Hi.")
+            for i in range(12)
+        ]
+        record = calibrate_rows(judge, rows, "toxicity", source="t.jsonl", folds=2).record("d")
+    assert record["weights"] == {ADDED_ADAPTER: "d" * 64}
+    save_calibration(name, version, record)
+    assert threshold_in_use(name, None, version, {ADDED_ADAPTER: "d" * 64}) is not None
+
+
 def test_calibrate_command_stores_and_quality_uses_it(tmp_path, tmp_home, monkeypatch):
     monkeypatch.setenv("LOCALJUDGE_ENGINE", "fake")
     rows = [
