@@ -1788,3 +1788,18 @@ def test_centred_teacher_p_moves_the_teachers_own_threshold_to_one_half_keeping_
     # a teacher whose best cut is at an end (it calls no row yes) cannot be centred
     with pytest.raises(SystemExit, match="cannot be centred"):
         distil.centred([{"label": False, "teacher": 0.5}, {"label": False, "teacher": 0.6}])
+
+
+def test_the_claim_first_prompt_adds_the_claim_before_the_context_and_ends_as_the_scorers():
+    from localjudge.prompts import claim_verdict_prompt
+
+    claim_first = load_script("claim_first")
+    context, claim = ["The shop opens at nine."], "The shop  opens\nat ten."
+    shipped = claim_verdict_prompt(context, claim)
+    first = claim_first.claim_first_prompt(context, claim)
+    assert first.shared == "Claim: The shop opens at ten.\n" + shipped.shared
+    assert (first.instructions, first.own, first.version) == (
+        shipped.instructions,
+        shipped.own,
+        shipped.version,
+    )
