@@ -575,17 +575,14 @@ def weights_now(
     return weights_of(entry) if entry is not None and entry.name == model else {}
 
 
-def calibration_is_stale(
-    record: dict, entry: ModelEntry | None, now: dict[str, str] | None = None
-) -> bool:
-    """Whether a stored calibration was fitted on other weights than the judge's now (`now`;
-    None: what `entry` names), so that its threshold would decide verdicts of a judge it
-    never measured: the weights it records differ, or it records none and they may have
+def calibration_is_stale(record: dict, entry: ModelEntry | None, now: dict[str, str]) -> bool:
+    """Whether a stored calibration was fitted on other weights than the judge's now (`now`,
+    from `weights_now`), so that its threshold would decide verdicts of a judge it never
+    measured: the weights it records differ, or it records none and they may have
     changed unseen since. That is so for a built-in judge merged from our adapter
     (calibrations stored before weights were recorded were fitted on an adapter that has
     been replaced since) and for an adapter added at load (before 2026-12-08 its weights
     were not recorded, and a retrained file keeps its name)."""
-    now = weights_of(entry) if now is None else now
     if not now:
         return False
     then = record.get("weights")
